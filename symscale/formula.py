@@ -1,0 +1,466 @@
+"""``Formula``: a closed form that knows how to print, evaluate, generate code and check itself.
+
+A :class:`Formula` wraps a sympy expression together with
+
+* its variables (symbol, meaning), in a fixed order that every evaluator and generated function
+  uses for its arguments;
+* optionally an equivalent *stable* expression used for floating-point evaluation and code
+  (for example ``atan2(sqrt(max(q11*q22 - q12**2, 0)), q12)`` in place of
+  ``acos(q12/sqrt(q11*q22))``, which loses all precision near correlation 1 and is 0/0 at 0);
+* optionally a *sampler* of the quantity the formula describes, which :meth:`Formula.check`
+  uses to compare the closed form with a Monte Carlo estimate (standard-error based z-scores).
+
+Examples
+--------
+>>> import numpy as np, sympy as sp
+>>> from symscale import Formula
+>>> s = sp.Symbol("s", positive=True)
+>>> def sampler(point, n, rng):  # E[|s Z|] for Z ~ N(0, 1)
+...     return np.abs(point["s"] * rng.standard_normal(n))
+>>> f = Formula(s * sp.sqrt(2 / sp.pi), [(s, "scale")], name="E|sZ|", sampler=sampler)
+>>> round(float(f(2.0)), 6)
+1.595769
+>>> f.check(points=[{"s": 2.0}], n_samples=20000, seed=1).passed
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import symengine as se
+import sympy as sp
+
+from .printing import NumpyPrinter, function_code, latex
+
+__all__ = ["Formula", "Variable", "CheckReport", "CheckRow", "sample_mean"]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A free symbol of a formula with its meaning (shown in reports and CLI output)."""
+
+    symbol: sp.Symbol
+    meaning: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.symbol.name
+
+
+Sampler = Callable[[Mapping[str, float], int, np.random.Generator], np.ndarray]
+PointSampler = Callable[[np.random.Generator], Mapping[str, float]]
+
+_OPTIONAL_BACKENDS = {"jax": "jax", "torch": "torch"}
+
+
+class Formula:
+    """A closed form with LaTeX, numeric evaluators, generated code and a sampling check.
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+        The mathematical expression (what :meth:`latex` prints).
+    variables : sequence
+        The free symbols in argument order: :class:`Variable`, ``(symbol, meaning)`` pairs or
+        bare symbols. Every free symbol of ``expr`` must be listed.
+    name : str
+        Short name used in reports and as the default generated function name.
+    lhs : str, optional
+        LaTeX of the left-hand side; default ``name(args)``.
+    description : str
+        One sentence on what the formula is.
+    stable_expr : sympy.Expr, optional
+        An equivalent expression that is safe in floating point; used by :meth:`numeric` and
+        :meth:`code`.
+    sampler : callable, optional
+        ``sampler(point, n, rng) -> ndarray`` of ``n`` samples whose mean is the quantity, where
+        ``point`` maps variable names to floats.
+    point_sampler : callable, optional
+        ``point_sampler(rng) -> dict`` draws a random valid point for :meth:`check`.
+    """
+
+    def __init__(
+        self,
+        expr,
+        variables: Sequence = (),
+        *,
+        name: str = "f",
+        lhs: str | None = None,
+        description: str = "",
+        stable_expr=None,
+        sampler: Sampler | None = None,
+        point_sampler: PointSampler | None = None,
+    ):
+        self.expr = sp.sympify(expr)
+        self.variables = tuple(_as_variable(v) for v in variables)
+        names = [v.name for v in self.variables]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variables must have distinct names, got {names}")
+        free = (self.expr.free_symbols | _free(stable_expr)) - set(self.symbols)
+        if free:
+            raise ValueError(
+                f"free symbols {sorted(map(str, free))} of the expression are not among the "
+                f"variables {names}"
+            )
+        self.name = str(name)
+        self._lhs = lhs
+        self.description = description
+        self.stable_expr = None if stable_expr is None else sp.sympify(stable_expr)
+        self.sampler = sampler
+        self.point_sampler = point_sampler
+        self._numeric_cache: dict[str, Callable] = {}
+
+    # -- basic views ------------------------------------------------------------------------------
+    @property
+    def symbols(self) -> tuple[sp.Symbol, ...]:
+        """The variables' sympy symbols, in argument order."""
+        return tuple(v.symbol for v in self.variables)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The variables' names, in argument order."""
+        return tuple(v.name for v in self.variables)
+
+    def __repr__(self) -> str:
+        return f"Formula({self.name} = {self.expr})"
+
+    # -- LaTeX ------------------------------------------------------------------------------------
+    @property
+    def lhs(self) -> str:
+        """LaTeX of the left-hand side."""
+        if self._lhs is not None:
+            return self._lhs
+        args = ", ".join(latex(s) for s in self.symbols)
+        head = r"\mathrm{%s}" % self.name.replace("_", r"\_")
+        return f"{head}({args})" if args else head
+
+    def latex(self, lhs: bool = True) -> str:
+        """LaTeX of the formula, ``lhs = rhs`` by default."""
+        rhs = latex(self.expr)
+        return f"{self.lhs} = {rhs}" if lhs else rhs
+
+    def _repr_latex_(self) -> str:
+        return f"$${self.latex()}$$"
+
+    # -- evaluation -------------------------------------------------------------------------------
+    def numeric(self, backend: str = "numpy") -> Callable:
+        """A function of the variables (positional, in order) evaluating the formula.
+
+        Parameters
+        ----------
+        backend : {"numpy", "mpmath", "math", "jax", "torch"}
+            ``"numpy"`` is vectorized float64 (scipy for special functions); ``"mpmath"`` runs at
+            the current ``mpmath.mp.dps``; ``"jax"``/``"torch"`` need the optional extras.
+
+        Raises
+        ------
+        ImportError
+            The optional backend is not installed (the message says what to install).
+        ValueError
+            Unknown backend.
+        """
+        fn = self._numeric_cache.get(backend)
+        if fn is not None:
+            return fn
+        target = self.stable_expr if self.stable_expr is not None else self.expr
+        if backend == "numpy":
+            fn = sp.lambdify(self.symbols, target, modules=["scipy", "numpy"],
+                             printer=NumpyPrinter, cse=True)
+        elif backend == "mpmath":
+            import mpmath
+
+            extra = {"Heaviside": _mp_heaviside, "DiracDelta": lambda *a: mpmath.mpf(0)}
+            fn = sp.lambdify(self.symbols, target, modules=[extra, "mpmath"], cse=True)
+        elif backend == "math":
+            fn = sp.lambdify(self.symbols, target, modules="math", cse=True)
+        elif backend in _OPTIONAL_BACKENDS:
+            _require(backend)
+            fn = sp.lambdify(self.symbols, target, modules=backend, cse=True)
+        else:
+            raise ValueError(
+                f"backend must be one of numpy, mpmath, math, jax, torch; got {backend!r}"
+            )
+        self._numeric_cache[backend] = fn
+        return fn
+
+    def __call__(self, *args, **kwargs):
+        """Evaluate with numpy (positional in variable order, or by name)."""
+        values = self._bind(args, kwargs)
+        with np.errstate(all="ignore"):
+            return self.numeric("numpy")(*values)
+
+    def evaluate(self, point: Mapping[str, float]):
+        """Evaluate at a point given as ``{name: value}``."""
+        return self(**dict(point))
+
+    def _bind(self, args, kwargs):
+        if len(args) > len(self.variables):
+            raise TypeError(f"{self.name} takes {len(self.variables)} arguments, got {len(args)}")
+        values = dict(zip(self.names, args))
+        for k, v in kwargs.items():
+            if k not in self.names:
+                raise TypeError(f"{self.name} has no variable {k!r}; variables: {self.names}")
+            if k in values:
+                raise TypeError(f"{self.name} got variable {k!r} twice")
+            values[k] = v
+        missing = [n for n in self.names if n not in values]
+        if missing:
+            raise TypeError(f"{self.name} is missing values for {missing}")
+        return [values[n] for n in self.names]
+
+    # -- transformations --------------------------------------------------------------------------
+    def subs(self, **values) -> "Formula":
+        """Fix some variables to values; the sampler (if any) sees them as part of each point."""
+        unknown = [k for k in values if k not in self.names]
+        if unknown:
+            raise TypeError(f"{self.name} has no variables {unknown}; variables: {self.names}")
+        by_sym = {v.symbol: sp.sympify(values[v.name]) for v in self.variables if v.name in values}
+        fixed = {k: float(v) for k, v in values.items()}
+        keep = [v for v in self.variables if v.name not in values]
+        sampler = point_sampler = None
+        if self.sampler is not None:
+            inner = self.sampler
+
+            def sampler(point, n, rng):
+                return inner({**point, **fixed}, n, rng)
+
+        if self.point_sampler is not None:
+            ps = self.point_sampler
+            keep_names = {v.name for v in keep}
+
+            def point_sampler(rng):
+                return {k: v for k, v in ps(rng).items() if k in keep_names}
+
+        return Formula(
+            self.expr.xreplace(by_sym), keep, name=self.name, description=self.description,
+            stable_expr=None if self.stable_expr is None else self.stable_expr.xreplace(by_sym),
+            sampler=sampler, point_sampler=point_sampler,
+        )
+
+    def diff(self, variable: str, name: str | None = None) -> "Formula":
+        """Derivative with respect to the variable called ``variable`` (no sampler attached)."""
+        sym = {v.name: v.symbol for v in self.variables}.get(variable)
+        if sym is None:
+            raise TypeError(f"{self.name} has no variable {variable!r}; variables: {self.names}")
+        return Formula(sp.diff(self.expr, sym), self.variables, name=name or f"d{self.name}")
+
+    def expand(self) -> "Formula":
+        """Expanded expression, computed with symengine (much faster on large polynomials)."""
+        back = {sp.Symbol(s.name): s for s in self.expr.free_symbols}
+        expanded = sp.sympify(se.expand(se.sympify(self.expr))).xreplace(back)
+        return Formula(expanded, self.variables, name=self.name, lhs=self._lhs,
+                       description=self.description, stable_expr=self.stable_expr,
+                       sampler=self.sampler, point_sampler=self.point_sampler)
+
+    # -- code -------------------------------------------------------------------------------------
+    def code(self, language: str = "c", name: str | None = None) -> str:
+        """Source code of a function of the variables (``"c"``, ``"numpy"`` or ``"python"``).
+
+        The C version is a self-contained C99 function of doubles (compile with ``-lm``).
+        """
+        target = self.stable_expr if self.stable_expr is not None else self.expr
+        fname = name or _identifier(self.name)
+        return function_code(target, self.symbols, fname, language)
+
+    # -- sampling check ---------------------------------------------------------------------------
+    def check(
+        self,
+        points: Sequence[Mapping[str, float]] | None = None,
+        *,
+        n_points: int = 3,
+        n_samples: int = 200_000,
+        seed: int = 0,
+        n_sigma: float = 5.0,
+        batch_size: int = 200_000,
+    ) -> "CheckReport":
+        """Compare the formula with a Monte Carlo estimate of the same quantity.
+
+        Parameters
+        ----------
+        points : list of dict, optional
+            Parameter points ``{name: value}``; by default ``n_points`` random points from the
+            formula's point sampler.
+        n_samples : int
+            Monte Carlo samples per point.
+        seed : int
+            Seed of the ``numpy.random.Generator`` (points and samples).
+        n_sigma : float
+            A point passes when ``|estimate - value| <= n_sigma * standard_error``.
+        batch_size : int
+            Samples drawn per batch (bounds memory).
+
+        Returns
+        -------
+        CheckReport
+
+        Raises
+        ------
+        ValueError
+            No sampler is attached, or no points and no point sampler.
+        """
+        if self.sampler is None:
+            raise ValueError(f"formula {self.name} has no sampler to check against")
+        if n_samples < 2:
+            raise ValueError(f"n_samples must be >= 2, got {n_samples}")
+        if not n_sigma > 0:
+            raise ValueError(f"n_sigma must be > 0, got {n_sigma}")
+        rng = np.random.default_rng(seed)
+        if points is None:
+            if self.variables and self.point_sampler is None:
+                raise ValueError(f"formula {self.name} has no point sampler; pass points=")
+            points = [self.point_sampler(rng) if self.variables else {}
+                      for _ in range(n_points)]
+        rows = []
+        for point in points:
+            point = {k: float(v) for k, v in dict(point).items()}
+            missing = [n for n in self.names if n not in point]
+            if missing:
+                raise ValueError(f"point {point} lacks values for {missing}")
+            value = float(self.evaluate({n: point[n] for n in self.names}))
+            mean, se_ = sample_mean(lambda n, r: self.sampler(point, n, r), n_samples, rng,
+                                    batch_size=batch_size)
+            rows.append(CheckRow.make(point, value, mean, se_, n_samples, n_sigma))
+        return CheckReport(self.name, tuple(rows), n_sigma)
+
+
+def sample_mean(draw, n_samples: int, rng: np.random.Generator, *, batch_size: int = 200_000):
+    """Streaming mean and standard error of ``draw(n, rng)`` over ``n_samples`` samples.
+
+    Batches are combined with Chan's parallel update, so memory stays at one batch and the
+    variance has no catastrophic cancellation.
+    """
+    count, mean, m2 = 0, 0.0, 0.0
+    while count < n_samples:
+        n = min(batch_size, n_samples - count)
+        x = np.asarray(draw(n, rng), dtype=float).reshape(-1)
+        if x.shape[0] != n:
+            raise ValueError(f"sampler returned {x.shape[0]} samples, expected {n}")
+        if not np.all(np.isfinite(x)):
+            raise FloatingPointError("sampler produced non-finite samples")
+        bm = float(x.mean())
+        bm2 = float(np.sum((x - bm) ** 2))
+        delta = bm - mean
+        total = count + n
+        mean += delta * n / total
+        m2 += bm2 + delta**2 * count * n / total
+        count = total
+    var = m2 / (count - 1)
+    return mean, math.sqrt(var / count)
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One point of a sampling check."""
+
+    point: dict
+    value: float
+    estimate: float
+    stderr: float
+    z: float
+    passed: bool
+    n_samples: int
+
+    @classmethod
+    def make(cls, point, value, estimate, stderr, n_samples, n_sigma):
+        diff = estimate - value
+        if not math.isfinite(value):
+            z, ok = math.inf, False
+        elif stderr > 0:
+            z = diff / stderr
+            ok = abs(z) <= n_sigma
+        else:  # a deterministic quantity: the only tolerance is floating-point round-off
+            ok = abs(diff) <= 1e-12 * (1 + abs(value))
+            z = 0.0 if ok else math.copysign(math.inf, diff)
+        return cls(point, value, estimate, stderr, z, ok, n_samples)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Result of :meth:`Formula.check`: one row per point; ``passed`` if every row passed."""
+
+    name: str
+    rows: tuple = field(default_factory=tuple)
+    n_sigma: float = 5.0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+    @property
+    def max_abs_z(self) -> float:
+        return max((abs(r.z) for r in self.rows), default=0.0)
+
+    def table(self, fmt: str = "markdown") -> str:
+        """The rows as a markdown (``"markdown"``) or fixed-width (``"text"``) table."""
+        head = ["point", "formula", "Monte Carlo", "std. error", "z", "pass"]
+        body = [
+            [
+                ", ".join(f"{k}={v:.4g}" for k, v in r.point.items()) or "-",
+                f"{r.value:.10g}",
+                f"{r.estimate:.10g}",
+                f"{r.stderr:.3g}",
+                f"{r.z:+.2f}",
+                "yes" if r.passed else "NO",
+            ]
+            for r in self.rows
+        ]
+        if fmt == "markdown":
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(row) + " |" for row in body]
+            return "\n".join(lines)
+        if fmt == "text":
+            widths = [max(len(x) for x in col) for col in zip(head, *body)]
+            fmt_row = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths))  # noqa: E731
+            return "\n".join([fmt_row(head)] + [fmt_row(r) for r in body])
+        raise ValueError(f"fmt must be 'markdown' or 'text', got {fmt!r}")
+
+    def __str__(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return f"check {self.name}: {verdict} (|z| <= {self.n_sigma:g})\n{self.table('text')}"
+
+    def _repr_markdown_(self) -> str:
+        return self.table("markdown")
+
+
+def _as_variable(v) -> Variable:
+    if isinstance(v, Variable):
+        return v
+    if isinstance(v, sp.Symbol):
+        return Variable(v)
+    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], sp.Symbol):
+        return Variable(v[0], str(v[1]))
+    raise TypeError(f"a variable must be a Variable, a sympy Symbol or (Symbol, meaning); got {v!r}")
+
+
+def _free(expr):
+    return set() if expr is None else sp.sympify(expr).free_symbols
+
+
+def _identifier(name: str) -> str:
+    name = name.replace("'", "_prime")
+    out = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+    while "__" in out:
+        out = out.replace("__", "_")
+    if not out or out[0].isdigit():
+        out = "f_" + out
+    return out
+
+
+def _require(backend: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(_OPTIONAL_BACKENDS[backend]) is None:
+        raise ImportError(
+            f"the {backend!r} backend needs the optional dependency {backend}; install it with "
+            f"pip install 'symscale[{backend}]'"
+        )
+
+
+def _mp_heaviside(x, h0=0.5):
+    import mpmath
+
+    return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(h0))

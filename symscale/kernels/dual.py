@@ -1,0 +1,270 @@
+r"""Closed-form dual kernels :math:`V_\phi(q_{11}, q_{12}, q_{22}) = \mathbb E[\phi(u)\phi(v)]`.
+
+:math:`(u, v)\sim\mathcal N\big(0, \left(\begin{smallmatrix}q_{11}&q_{12}\\ q_{12}&q_{22}
+\end{smallmatrix}\right)\big)`. The closed form is chosen by the activation's family
+(:mod:`symscale.families`); ``derivative=True`` gives :math:`V_{\phi'}`, the NTK factor, through
+the family of :math:`\phi'` (almost-everywhere derivative). Polynomials go through the
+Hermite/Mehler route, so their kernels are *derived* from :func:`symscale.hermite_coefficients`
+rather than typed in.
+
+Each kernel is a :class:`~symscale.Formula` with two expressions: ``expr`` in textbook form
+(``acos``, ``asin``) for LaTeX, and ``stable_expr`` for evaluation, written with
+:math:`D = \max(q_{11}q_{22} - q_{12}^2, 0)` and ``atan2`` so that it is finite at
+:math:`\rho = \pm1`, at zero variance and at variances up to :math:`10^{12}` (``acos`` of a ratio
+loses all digits near :math:`\rho = 1` and is 0/0 at the origin).
+
+Examples
+--------
+>>> import symscale as ss
+>>> V = ss.dual_kernel("relu")
+>>> V.expr
+q12/2 + (-q12*acos(q12/(sqrt(q11)*sqrt(q22))) + sqrt(q11*q22 - q12**2))/(2*pi)
+>>> float(V(1.0, 1.0, 1.0))      # q/2 on the diagonal
+0.5
+>>> ss.dual_kernel("relu", derivative=True).expr
+-acos(q12/(sqrt(q11)*sqrt(q22)))/(2*pi) + 1/2
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from .. import families as fam
+from ..activations import Activation, as_activation
+from ..errors import NoClosedFormError
+from ..formula import Formula, Variable
+from ..hermite import expansion_coefficients
+
+__all__ = ["dual_kernel", "q11", "q12", "q22", "KERNEL_VARIABLES", "pair_sampler",
+           "random_psd_point"]
+
+q11 = sp.Symbol("q11", positive=True)
+q12 = sp.Symbol("q12", real=True)
+q22 = sp.Symbol("q22", positive=True)
+
+KERNEL_VARIABLES = (
+    Variable(q11, "variance of u"),
+    Variable(q12, "covariance of u and v"),
+    Variable(q22, "variance of v"),
+)
+
+
+def dual_kernel(act, derivative: bool = False) -> Formula:
+    """The dual kernel of ``act`` (or of its derivative) as a :class:`~symscale.Formula`.
+
+    Parameters
+    ----------
+    act : str or Activation
+        A registered activation.
+    derivative : bool
+        If True return :math:`V_{\\phi'}` (the NTK factor), using the almost-everywhere
+        derivative; for jumps (step, sign) it is 0.
+
+    Returns
+    -------
+    Formula
+        In the variables ``q11, q12, q22``, with a Monte Carlo sampler of phi(u) phi(v) and a
+        sampler of random PSD points, so ``.check()`` works out of the box.
+
+    Raises
+    ------
+    NoClosedFormError
+        The activation has no closed-form family (tanh, sigmoid, ...); the message names
+        :func:`~symscale.dual_kernel_numeric`, the quadrature fallback.
+
+    Examples
+    --------
+    >>> import symscale as ss
+    >>> ss.dual_kernel("sin").expr
+    -exp(-q11/2 - q12 - q22/2)/2 + exp(-q11/2 + q12 - q22/2)/2
+    >>> ss.dual_kernel("tanh")
+    Traceback (most recent call last):
+    ...
+    symscale.errors.NoClosedFormError: no closed-form dual kernel for tanh; use symscale.dual_kernel_numeric(act, q11, q12, q22) (quadrature, deg=...)
+    """
+    return _dual_kernel(as_activation(act), bool(derivative))
+
+
+@lru_cache(maxsize=256)
+def _dual_kernel(act: Activation, derivative: bool) -> Formula:
+    target = act.derivative() if derivative else act
+    if target.family is None:
+        raise NoClosedFormError(
+            f"no closed-form dual kernel for {target.label}; use "
+            "symscale.dual_kernel_numeric(act, q11, q12, q22) (quadrature, deg=...)"
+        )
+    display, stable = closed_form(target.family)
+    tag = target.label.replace("_", r"\_").replace("'", "")
+    head = r"\dot V" if derivative else "V"
+    return Formula(
+        display,
+        KERNEL_VARIABLES,
+        name=f"V[{target.label}]",
+        lhs=r"%s_{\mathrm{%s}}(q_{11}, q_{12}, q_{22})" % (head, tag),
+        description=f"E[phi(u) phi(v)] for phi = {target.label}, (u, v) ~ N(0, [[q11, q12], "
+        "[q12, q22]])",
+        stable_expr=stable,
+        sampler=pair_sampler(target),
+        point_sampler=random_psd_point,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# closed forms: (display, stable) per family
+
+
+def closed_form(family: fam.Family) -> tuple[sp.Expr, sp.Expr]:
+    """(textbook expression, floating-point-stable expression) of the family's dual kernel."""
+    builder = _BUILDERS.get(type(family))
+    if builder is None:  # pragma: no cover - every Family subclass has a builder
+        raise NoClosedFormError(f"no closed form for family {family}")
+    return builder(family)
+
+
+def _angle():
+    """theta = acos(rho) for display; D and atan2 theta for evaluation."""
+    rho = q12 / (sp.sqrt(q11) * sp.sqrt(q22))
+    D = sp.Max(q11 * q22 - q12**2, 0)
+    return sp.acos(rho), D, sp.atan2(sp.sqrt(D), q12)
+
+
+def _two_slope(f):
+    a, b = f.a, f.b
+    theta, D, th = _angle()
+    lin = (a**2 + b**2) / 2 * q12
+    display = (b - a) ** 2 / (2 * sp.pi) * (sp.sqrt(q11 * q22 - q12**2) - q12 * theta) + lin
+    stable = (b - a) ** 2 / (2 * sp.pi) * (sp.sqrt(D) - q12 * th) + lin
+    return display, stable
+
+
+def _two_level(f):
+    a, b = f.a, f.b
+    theta, _, th = _angle()
+
+    def form(t):
+        return (a**2 + b**2) * (sp.pi - t) / (2 * sp.pi) + a * b * t / sp.pi
+
+    return form(theta), form(th)
+
+
+def _erf(f):
+    display = 2 / sp.pi * sp.asin(2 * q12 / sp.sqrt((1 + 2 * q11) * (1 + 2 * q22)))
+    _, D, _ = _angle()
+    stable = 2 / sp.pi * sp.atan2(2 * q12, sp.sqrt(1 + 2 * q11 + 2 * q22 + 4 * D))
+    return display, stable
+
+
+def _gauss_bump(f):
+    beta = f.beta
+    display = ((1 - 2 * beta * q11) * (1 - 2 * beta * q22) - 4 * beta**2 * q12**2) ** sp.Rational(
+        -1, 2)
+    _, D, _ = _angle()
+    stable = (1 - 2 * beta * (q11 + q22) + 4 * beta**2 * D) ** sp.Rational(-1, 2)
+    return display, stable
+
+
+def _gelu_parts(stable: bool):
+    if stable:
+        _, D, _ = _angle()
+        dg = sp.sqrt(1 + q11 + q22 + D)  # = sqrt((1+q11)(1+q22) - q12^2) >= 1
+        alpha = sp.atan2(q12, dg)
+        gap = D
+    else:
+        dg = sp.sqrt((1 + q11) * (1 + q22) - q12**2)
+        alpha = sp.asin(q12 / sp.sqrt((1 + q11) * (1 + q22)))
+        gap = q11 * q22 - q12**2
+    return dg, alpha, gap
+
+
+def _gelu(f):
+    out = []
+    for stable in (False, True):
+        dg, alpha, gap = _gelu_parts(stable)
+        out.append(q12 / 4 + q12 * alpha / (2 * sp.pi) + (
+            gap + q12**2 / (1 + q11) + q12**2 / (1 + q22)) / (2 * sp.pi * dg))
+    return tuple(out)
+
+
+def _gelu_prime(f):
+    out = []
+    for stable in (False, True):
+        dg, alpha, _ = _gelu_parts(stable)
+        out.append(sp.Rational(1, 4) + alpha / (2 * sp.pi) + q12 / (2 * sp.pi * dg) * (
+            1 / (1 + q11) + 1 / (1 + q22) + 1 / dg**2))
+    return tuple(out)
+
+
+def _sinusoid(f):
+    # Each exponent is <= 0 because |q12| <= (q11 + q22)/2, so nothing overflows.
+    half = (q11 + q22) / 2
+    v = (sp.exp(q12 - half) - sp.cos(2 * f.phase) * sp.exp(-q12 - half)) / 2
+    return v, v
+
+
+def _exponential(f):
+    v = sp.exp((q11 + q22 + 2 * q12) / 2)
+    return v, v
+
+
+def _polynomial(f):
+    """Mehler route: V = sum_k k! c_k(q11) c_k(q22) rho^k with exact Hermite coefficients."""
+    if not f.coefficients:
+        return sp.S.Zero, sp.S.Zero
+    expr = f.expr()
+    degree = len(f.coefficients) - 1
+    c1 = expansion_coefficients(expr, degree, var=q11)
+    c2 = expansion_coefficients(expr, degree, var=q22)
+    rho = q12 / (sp.sqrt(q11) * sp.sqrt(q22))
+    v = sp.expand(sp.Add(*[sp.factorial(k) * a * b * rho**k
+                           for k, (a, b) in enumerate(zip(c1, c2))]))
+    return v, v
+
+
+def _scaled(f):
+    inner = closed_form(f.base)
+    B2 = f.B**2
+    sub = {q11: B2 * q11, q12: B2 * q12, q22: B2 * q22}
+    return tuple(f.A**2 * e.xreplace(sub) for e in inner)
+
+
+_BUILDERS = {
+    fam.TwoSlope: _two_slope,
+    fam.TwoLevel: _two_level,
+    fam.Erf: _erf,
+    fam.GaussBump: _gauss_bump,
+    fam.Gelu: _gelu,
+    fam.GeluPrime: _gelu_prime,
+    fam.Sinusoid: _sinusoid,
+    fam.Exponential: _exponential,
+    fam.Polynomial: _polynomial,
+    fam.Scaled: _scaled,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# samplers
+
+
+def pair_sampler(act: Activation):
+    """Sampler of phi(u) phi(v) for (u, v) ~ N(0, [[q11, q12], [q12, q22]])."""
+
+    def sampler(point, n, rng):
+        a11, a12, a22 = point["q11"], point["q12"], point["q22"]
+        z1, z2 = rng.standard_normal((2, n))
+        s1 = math.sqrt(a11)
+        lead = a12 / s1 if s1 > 0 else 0.0
+        rest = math.sqrt(max(a22 - lead * lead, 0.0))
+        return act(s1 * z1) * act(lead * z1 + rest * z2)
+
+    return sampler
+
+
+def random_psd_point(rng: np.random.Generator) -> dict:
+    """A random (q11, q12, q22) with variances in [1/4, 4] and |correlation| <= 0.95."""
+    v1, v2 = np.exp(rng.uniform(np.log(0.25), np.log(4.0), size=2))
+    rho = rng.uniform(-0.95, 0.95)
+    return {"q11": float(v1), "q12": float(rho * math.sqrt(v1 * v2)), "q22": float(v2)}

@@ -1,0 +1,185 @@
+"""Reproduction reports: each script in ``derivations/`` writes one section of ``index.md``.
+
+A derivation script defines ``run(section, quick)``; ``section`` collects markdown (text,
+formulas with their LaTeX, check tables, figures saved as PNG). :func:`reproduce` runs every
+script, shows progress and writes ``OUT/index.md``; it fails (exit status 1) when a script raises
+or any sampling check fails, so a report can never silently contain a refuted formula.
+
+Examples
+--------
+>>> import tempfile, pathlib, symscale as ss
+>>> from symscale.report import Report
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> rep = Report(out)
+>>> sec = rep.section("Demo")
+>>> V = ss.dual_kernel("relu")
+>>> sec.formula(V, V.check(n_points=1, n_samples=20_000, seed=0))
+>>> rep.write_index().name, rep.failed
+('index.md', False)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .formula import CheckReport, Formula
+
+__all__ = ["Report", "Section", "reproduce", "find_derivations", "main"]
+
+
+class Section:
+    """Markdown content of one derivation script."""
+
+    def __init__(self, report: "Report", title: str):
+        self.report = report
+        self.title = title
+        self.parts: list[str] = []
+        self.failures: list[str] = []
+
+    def text(self, markdown: str) -> None:
+        """Add a paragraph of markdown."""
+        self.parts.append(markdown.strip())
+
+    def formula(self, formula: Formula, check: CheckReport | None = None, note: str = "") -> None:
+        """Add a formula as display LaTeX, optionally with its sampling-check table."""
+        block = [f"**{formula.name}**" + (f" — {note}" if note else ""), "",
+                 f"$$\n{formula.latex()}\n$$"]
+        self.parts.append("\n".join(block))
+        if check is not None:
+            self.check(check)
+
+    def check(self, report: CheckReport) -> None:
+        """Add a check table; a failed check marks the section (and the run) as failed."""
+        verdict = "passed" if report.passed else "**FAILED**"
+        self.parts.append(f"Sampling check ({verdict}, |z| ≤ {report.n_sigma:g}):\n\n"
+                          + report.table("markdown"))
+        if not report.passed:
+            self.failures.append(report.name)
+
+    def table(self, header, rows) -> None:
+        """Add a markdown table."""
+        lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+        self.parts.append("\n".join(lines))
+
+    def figure(self, fig, name: str, caption: str = "") -> Path:
+        """Save a matplotlib figure as ``figures/NAME.png`` and link it; closes the figure."""
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"figure name must be a plain file name, got {name!r}")
+        folder = self.report.out / "figures"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        self.parts.append(f"![{caption or name}](figures/{name}.png)\n\n*{caption}*"
+                          if caption else f"![{name}](figures/{name}.png)")
+        return path
+
+    def markdown(self) -> str:
+        return f"## {self.title}\n\n" + "\n\n".join(self.parts) + "\n"
+
+
+class Report:
+    """A report folder with ``index.md`` and ``figures/``."""
+
+    def __init__(self, out, title: str = "symscale reproduction report"):
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.title = title
+        self.sections: list[Section] = []
+        self.errors: list[str] = []
+
+    def section(self, title: str) -> Section:
+        sec = Section(self, title)
+        self.sections.append(sec)
+        return sec
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or any(s.failures for s in self.sections)
+
+    def write_index(self) -> Path:
+        lines = [f"# {self.title}", ""]
+        if self.failed:
+            lines += ["**Status: FAILED**", ""]
+            lines += [f"- failed check: {f}" for s in self.sections for f in s.failures]
+            lines += [f"- error: {e}" for e in self.errors]
+        else:
+            lines += ["**Status: every sampling check passed.**"]
+        lines.append("")
+        lines += [s.markdown() for s in self.sections]
+        path = self.out / "index.md"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        return path
+
+
+def find_derivations(folder=None) -> list[Path]:
+    """The derivation scripts (``NN_name.py``) in ``folder`` (default: the repository's)."""
+    if folder is None:
+        folder = Path(__file__).resolve().parent.parent / "derivations"
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"derivations folder not found at {folder}; pass --derivations DIR (the folder of "
+            "the symscale repository)"
+        )
+    return sorted(p for p in folder.glob("[0-9][0-9]_*.py"))
+
+
+def _load(path: Path):
+    name = "symscale_derivation_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "run", None)):
+        raise AttributeError(f"{path.name} defines no run(section, quick) function")
+    return module
+
+
+def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = True) -> Report:
+    """Run every derivation script into ``out`` and write ``out/index.md``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tqdm import tqdm
+
+    scripts = find_derivations(derivations)
+    report = Report(out)
+    bar = tqdm(scripts, desc="reproduce", unit="script", disable=not progress, file=sys.stderr)
+    for path in bar:
+        bar.set_postfix_str(path.name)
+        start = time.perf_counter()
+        try:
+            module = _load(path)
+            sec = report.section(getattr(module, "TITLE", path.stem))
+            module.run(sec, quick)
+            sec.text(f"*({path.name}, {time.perf_counter() - start:.1f} s"
+                     f"{', quick mode' if quick else ''})*")
+        except Exception:  # a broken script is reported, the others still run
+            report.errors.append(f"{path.name}: {traceback.format_exc(limit=3).strip()}")
+    report.write_index()
+    return report
+
+
+def main(run, file: str) -> None:
+    """Entry point for running one derivation script on its own (``python 00_x.py --out D``)."""
+    import argparse
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    parser = argparse.ArgumentParser(description=f"run {Path(file).name}")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    report = Report(args.out)
+    run(report.section(Path(file).stem), args.quick)
+    print(report.write_index())
+    sys.exit(1 if report.failed else 0)

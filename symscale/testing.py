@@ -1,0 +1,139 @@
+"""Assertions for statistical and rate tests, shipped so users can test their own derivations.
+
+Tolerances come from standard errors (z-scores) or from fitted confidence intervals, never from
+hand-picked absolute tolerances; randomness comes from seeded ``numpy.random.Generator`` objects.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.testing import assert_mc_close, fit_loglog_slope, seeded_rng
+>>> rng = seeded_rng(0)
+>>> assert_mc_close(rng.standard_normal(10_000) ** 2, 1.0)        # E[Z^2] = 1
+>>> n = np.array([100, 200, 400, 800])
+>>> fit = fit_loglog_slope(n, 3.0 / np.sqrt(n))
+>>> round(fit.slope, 12)
+-0.5
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "seeded_rng",
+    "assert_mc_close",
+    "mc_zscore",
+    "fit_loglog_slope",
+    "SlopeFit",
+    "assert_slope",
+]
+
+
+def seeded_rng(seed: int) -> np.random.Generator:
+    """``numpy.random.default_rng(seed)``; the one way symscale's tests create randomness."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    return np.random.default_rng(int(seed))
+
+
+def mc_zscore(samples=None, expected=0.0, *, mean=None, stderr=None) -> float:
+    """z-score ``(estimate - expected) / standard_error`` from samples or from (mean, stderr)."""
+    if samples is not None:
+        x = np.asarray(samples, dtype=float).ravel()
+        if x.size < 2:
+            raise ValueError(f"need at least 2 samples, got {x.size}")
+        mean = float(x.mean())
+        stderr = float(x.std(ddof=1) / math.sqrt(x.size))
+    elif mean is None or stderr is None:
+        raise ValueError("give samples, or both mean= and stderr=")
+    if not np.isfinite(mean) or not np.isfinite(stderr) or stderr < 0:
+        raise ValueError(f"invalid estimate mean={mean!r}, stderr={stderr!r}")
+    diff = mean - float(expected)
+    if stderr == 0:
+        return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+    return diff / stderr
+
+
+def assert_mc_close(samples=None, expected=0.0, *, mean=None, stderr=None,
+                    n_sigma: float = 5.0, label: str = "") -> None:
+    """Assert that a Monte Carlo estimate is within ``n_sigma`` standard errors of ``expected``.
+
+    Parameters
+    ----------
+    samples : array_like, optional
+        Independent samples whose mean estimates ``expected``.
+    expected : float
+        The exact value.
+    mean, stderr : float, optional
+        A precomputed estimate and its standard error (instead of ``samples``).
+    n_sigma : float
+        Allowed |z|.
+    label : str
+        Prefix of the failure message.
+    """
+    z = mc_zscore(samples, expected, mean=mean, stderr=stderr)
+    if not abs(z) <= n_sigma:
+        est = float(np.mean(samples)) if samples is not None else mean
+        raise AssertionError(
+            f"{label + ': ' if label else ''}Monte Carlo estimate {est!r} differs from "
+            f"{expected!r} by z = {z:+.2f} standard errors (allowed {n_sigma})"
+        )
+
+
+@dataclass(frozen=True)
+class SlopeFit:
+    """Least-squares fit of log(y) = intercept + slope * log(x) with a confidence interval."""
+
+    slope: float
+    intercept: float
+    stderr: float
+    ci: tuple[float, float]
+    level: float
+
+
+def fit_loglog_slope(x, y, *, level: float = 0.95) -> SlopeFit:
+    """Fit a power law ``y ~ C x^slope`` by least squares in log-log coordinates.
+
+    The interval is Student-t on ``len(x) - 2`` degrees of freedom (infinite-free when the fit is
+    exact).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
+        raise ValueError("x and y must be 1-D of equal length >= 3")
+    if np.any(x <= 0) or np.any(y <= 0) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("x and y must be finite and positive for a log-log fit")
+    lx, ly = np.log(x), np.log(y)
+    A = np.vstack([np.ones_like(lx), lx]).T
+    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+    resid = ly - A @ coef
+    dof = x.size - 2
+    s2 = float(resid @ resid) / dof
+    cov = s2 * np.linalg.inv(A.T @ A)
+    se = math.sqrt(max(cov[1, 1], 0.0))
+    half = stats.t.ppf(0.5 + level / 2, dof) * se
+    slope = float(coef[1])
+    return SlopeFit(slope, float(coef[0]), se, (slope - half, slope + half), level)
+
+
+def assert_slope(x, y, expected: float, *, margin: float | None = None,
+                 level: float = 0.95) -> SlopeFit:
+    """Assert that the fitted log-log slope matches ``expected``.
+
+    With ``margin`` the test is ``|slope - expected| <= margin`` (a stated theoretical margin);
+    without it, ``expected`` must lie inside the ``level`` confidence interval.
+    """
+    fit = fit_loglog_slope(x, y, level=level)
+    if margin is not None:
+        ok = abs(fit.slope - expected) <= margin
+        rule = f"|slope - {expected}| <= {margin}"
+    else:
+        ok = fit.ci[0] <= expected <= fit.ci[1]
+        rule = f"{expected} in the {level:.0%} interval [{fit.ci[0]:.4f}, {fit.ci[1]:.4f}]"
+    if not ok:
+        raise AssertionError(f"fitted slope {fit.slope:.4f} (s.e. {fit.stderr:.4f}) fails {rule}")
+    return fit
