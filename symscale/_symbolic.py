@@ -13,22 +13,59 @@ from .errors import NoClosedFormError
 X = sp.Symbol("x", real=True)
 
 
+def parse_expression(text: str, name: str) -> sp.Expr:
+    """Parse a string into a sympy expression without giving it access to Python builtins.
+
+    ``sympify`` evaluates its input with Python's ``eval``; here the namespace holds sympy's
+    names only, and dunder names are refused, so a string cannot import modules or call
+    arbitrary functions.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a string, got {text!r}")
+    if "__" in text or len(text) > 10_000:
+        raise ValueError(f"{name}={text!r} is not a valid expression")
+    try:
+        out = sp.parse_expr(text, local_dict={}, global_dict=_parse_namespace())
+    except Exception as exc:  # parse_expr raises many types on malformed text
+        raise ValueError(f"{name}={text!r} is not a valid expression") from exc
+    if not isinstance(out, sp.Expr):
+        raise ValueError(f"{name}={text!r} is not a valid expression")
+    return out
+
+
+_NAMESPACE: dict = {}
+
+
+def _parse_namespace() -> dict:
+    if not _NAMESPACE:
+        exec("from sympy import *", _NAMESPACE)  # noqa: S102 - fixed import statement
+        _NAMESPACE["__builtins__"] = {}
+    return dict(_NAMESPACE)
+
+
+def _check_number(value: sp.Expr, name: str, raw) -> sp.Expr:
+    """Reject infinite, NaN and complex numbers (symbols pass)."""
+    if value.is_number:
+        if value.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or value.is_finite is False:
+            raise ValueError(f"{name} must be finite, got {raw!r}")
+        if value.is_extended_real is False:
+            raise ValueError(f"{name} must be real, got {raw!r}")
+    return value
+
+
 def to_sympy(value, name: str):
     """Convert a user parameter to an exact sympy number where possible.
 
     Python floats are read through their shortest decimal representation, so ``0.2`` becomes
     ``1/5``: exact results are then exact for the number the user typed. Sympy expressions pass
-    through untouched (so parameters may stay symbolic).
+    through (so parameters may stay symbolic); infinite, NaN and complex numbers are refused.
     """
     if isinstance(value, sp.Basic):
-        return value
+        return _check_number(value, name, value)
     if isinstance(value, bool) or not isinstance(value, (numbers.Number, Fraction, str)):
         raise TypeError(f"{name} must be a number or a sympy expression, got {value!r}")
     if isinstance(value, str):
-        try:
-            return sp.sympify(value)
-        except (sp.SympifyError, SyntaxError) as exc:
-            raise ValueError(f"{name}={value!r} is not a valid expression") from exc
+        return _check_number(parse_expression(value, name), name, value)
     if isinstance(value, numbers.Integral):
         return sp.Integer(int(value))
     if isinstance(value, Fraction):

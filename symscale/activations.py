@@ -40,7 +40,7 @@ import scipy.special as sps
 import sympy as sp
 
 from . import families as fam
-from ._symbolic import X, ae_derivative, kinks, pieces, to_sympy
+from ._symbolic import X, ae_derivative, kinks, parse_expression, pieces, to_sympy
 from .errors import NoClosedFormError
 
 __all__ = [
@@ -261,7 +261,7 @@ def activation(name: str | Activation, **params: Any) -> Activation:
     >>> ss.activation("softmax")
     Traceback (most recent call last):
     ...
-    KeyError: "unknown activation 'softmax'; available: abs, cos, ...
+    KeyError: "unknown activation 'softmax'; available: abs, ...
     """
     if isinstance(name, Activation):
         if params:
@@ -326,10 +326,7 @@ def register_activation(
         why = "a built-in" if old.builtin else "already registered (pass overwrite=True)"
         raise ValueError(f"activation name {name!r} is {why}")
     if isinstance(expr, str):
-        try:
-            expr = sp.sympify(expr)
-        except (sp.SympifyError, SyntaxError) as exc:
-            raise ValueError(f"expr={expr!r} is not a valid sympy expression") from exc
+        expr = parse_expression(expr, "expr")
     if not isinstance(expr, sp.Expr):
         raise TypeError(f"expr must be a sympy expression or a string, got {type(expr).__name__}")
     by_name = {"x": X, **{k: sp.Symbol(k, real=True) for k in defaults}}

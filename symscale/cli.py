@@ -121,7 +121,10 @@ def _activation(args):
         if "=" not in item:
             raise ValueError(f"--param expects NAME=VALUE, got {item!r}")
         name, value = item.split("=", 1)
-        params[name.strip()] = _parse_value(value)
+        name, value = name.strip(), _parse_value(value)
+        if name == "coefficients" and not isinstance(value, tuple):
+            value = (value,)  # a constant polynomial needs no trailing comma
+        params[name] = value
     return activation(args.activation, **params)
 
 
@@ -192,7 +195,8 @@ def _cmd_reproduce(args, out):
     status = "FAILED" if report.failed else "ok"
     print(f"report: {report.out / 'index.md'} ({status})", file=out)
     for e in report.errors:
-        print(f"error in {e.splitlines()[0]}", file=sys.stderr)
+        # "script.py: Traceback ..." -> "script.py: <the exception line>"
+        print(f"error in {e.split(':', 1)[0]}: {e.strip().splitlines()[-1]}", file=sys.stderr)
     return 1 if report.failed else 0
 
 
@@ -213,7 +217,8 @@ def main(argv=None) -> int:
         msg = exc.args[0] if exc.args else str(exc)
         print(f"symscale: error: {msg}", file=sys.stderr)
         code = 2
-    except (ValueError, TypeError, SymscaleError, NotImplementedError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, SymscaleError, NotImplementedError, OSError,
+            ArithmeticError) as exc:
         print(f"symscale: error: {exc}", file=sys.stderr)
         code = 2
     except SystemExit as exc:  # --help

@@ -210,30 +210,29 @@ class Formula:
         missing = [n for n in self.names if n not in values]
         if missing:
             raise TypeError(f"{self.name} is missing values for {missing}")
-        return [values[n] for n in self.names]
+        # numpy scalars/arrays, so 1/0 gives inf (then reported) instead of ZeroDivisionError
+        return [np.asarray(values[n], dtype=float) for n in self.names]
 
     # -- transformations --------------------------------------------------------------------------
-    def subs(self, **values) -> "Formula":
-        """Fix some variables to values; the sampler (if any) sees them as part of each point."""
+    def subs(self, point_sampler: PointSampler | None = None, **values) -> "Formula":
+        """Fix some variables to values; the sampler (if any) sees them as part of each point.
+
+        The original point sampler is not kept (its points need not be valid once some
+        coordinates are fixed, e.g. a covariance with fixed variances): pass ``point_sampler``
+        for the remaining variables, or give ``points=`` to :meth:`check`.
+        """
         unknown = [k for k in values if k not in self.names]
         if unknown:
             raise TypeError(f"{self.name} has no variables {unknown}; variables: {self.names}")
         by_sym = {v.symbol: sp.sympify(values[v.name]) for v in self.variables if v.name in values}
         fixed = {k: float(v) for k, v in values.items()}
         keep = [v for v in self.variables if v.name not in values]
-        sampler = point_sampler = None
+        sampler = None
         if self.sampler is not None:
             inner = self.sampler
 
             def sampler(point, n, rng):
                 return inner({**point, **fixed}, n, rng)
-
-        if self.point_sampler is not None:
-            ps = self.point_sampler
-            keep_names = {v.name for v in keep}
-
-            def point_sampler(rng):
-                return {k: v for k, v in ps(rng).items() if k in keep_names}
 
         return Formula(
             self.expr.xreplace(by_sym), keep, name=self.name, description=self.description,
@@ -373,8 +372,13 @@ class CheckRow:
             z = diff / stderr
             ok = abs(z) <= n_sigma
         else:  # a deterministic quantity: the only tolerance is floating-point round-off
-            ok = abs(diff) <= 1e-12 * (1 + abs(value))
-            z = 0.0 if ok else math.copysign(math.inf, diff)
+            z = 0.0 if diff == 0 else math.copysign(math.inf, diff)
+            ok = False
+        # the mean of n equal floats is itself rounded: a standard error below round-off
+        # (e.g. 1e-19 for a constant 0.1) must not turn a correct value into a failure
+        ok = ok or (math.isfinite(value) and abs(diff) <= 1e-12 * (1 + abs(value)))
+        if ok and not math.isfinite(z):
+            z = 0.0
         return cls(point, value, estimate, stderr, z, ok, n_samples)
 
 

@@ -60,6 +60,11 @@ __all__ = [
 #: The symbol of the standardized variable in expansions.
 Z = sp.Symbol("z", real=True)
 
+#: Largest order and power accepted (the exact engine's cost grows with both; beyond these a
+#: request is almost certainly a typo, and would otherwise run for hours).
+MAX_ORDER = 2000
+MAX_POWER = 64
+
 
 @lru_cache(maxsize=None)
 def _he_coeffs(k: int) -> tuple[int, ...]:
@@ -238,8 +243,12 @@ def hermite_coefficients(
     """
     act = as_activation(act)
     order = _nonneg_int(order, "order")
+    if order > MAX_ORDER:
+        raise ValueError(f"order must be <= {MAX_ORDER}, got {order}")
     if isinstance(power, bool) or not isinstance(power, numbers.Integral) or power < 1:
         raise ValueError(f"power must be an integer >= 1, got {power!r}")
+    if power > MAX_POWER:
+        raise ValueError(f"power must be <= {MAX_POWER}, got {power}")
     mean_s, var_s = _check_moments(mean, var)
     if exact:
         return _exact(act, order, mean_s, var_s, int(power))
@@ -469,6 +478,7 @@ def mehler_series(act, order: int, *, var=1, var2=None, exact: bool = True, dps:
     return MehlerSeries(act, coeffs, bound, exact)
 
 
+@lru_cache(maxsize=128)
 def _second_moment(act, var, dps):
     """E[phi(sqrt(var) Z)^2], exactly when possible, else by mpmath quadrature."""
     try:

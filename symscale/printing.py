@@ -120,7 +120,17 @@ class PythonPrinter(PythonCodePrinter):
 
 
 class CPrinter(C99CodePrinter):
-    """C99 code using ``math.h`` only."""
+    """ISO C99 code using ``math.h`` only.
+
+    sympy writes constants as POSIX macros (``M_PI``, ``M_1_PI``, ``M_SQRT2`` ...) that strict
+    ISO C (``-std=c99``) does not define; this printer writes them as 17-digit literals instead.
+    """
+
+    def __init__(self, settings=None):
+        super().__init__({"math_macros": {}, **(settings or {})})
+
+    def _print_NumberSymbol(self, expr):
+        return self._print(sp.Float(expr.evalf(20), 17))
 
     def _print_Heaviside(self, expr):
         a = self._print(expr.args[0])
@@ -166,9 +176,6 @@ def function_code(expr, args, name: str, language: str = "c") -> str:
     if language == "c":
         p = CPrinter()
         lines = ["#include <math.h>", ""]
-        if body.has(sp.pi) or any(e.has(sp.pi) for _, e in subexprs):
-            # M_PI is POSIX, not ISO C: define it so the file compiles under -std=c99 too
-            lines += ["#ifndef M_PI", "#define M_PI 3.14159265358979323846", "#endif", ""]
         lines += ["double %s(%s) {" % (
             name, ", ".join("double %s" % p._print(a) for a in args))]
         lines += ["    const double %s = %s;" % (s, p.doprint(e)) for s, e in subexprs]

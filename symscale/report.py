@@ -130,14 +130,22 @@ def find_derivations(folder=None) -> list[Path]:
             f"derivations folder not found at {folder}; pass --derivations DIR (the folder of "
             "the symscale repository)"
         )
-    return sorted(p for p in folder.glob("[0-9][0-9]_*.py"))
+    scripts = sorted(p for p in folder.glob("[0-9][0-9]_*.py"))
+    if not scripts:
+        raise FileNotFoundError(f"no derivation scripts (NN_name.py) in {folder}")
+    return scripts
 
 
 def _load(path: Path):
     name = "symscale_derivation_" + path.stem
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     if not callable(getattr(module, "run", None)):
         raise AttributeError(f"{path.name} defines no run(section, quick) function")
     return module
@@ -163,7 +171,7 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
             sec.text(f"*({path.name}, {time.perf_counter() - start:.1f} s"
                      f"{', quick mode' if quick else ''})*")
         except Exception:  # a broken script is reported, the others still run
-            report.errors.append(f"{path.name}: {traceback.format_exc(limit=3).strip()}")
+            report.errors.append(f"{path.name}: {traceback.format_exc().strip()}")
     report.write_index()
     return report
 

@@ -22,7 +22,7 @@ q12/2 + (-q12*acos(q12/(sqrt(q11)*sqrt(q22))) + sqrt(q11*q22 - q12**2))/(2*pi)
 >>> float(V(1.0, 1.0, 1.0))      # q/2 on the diagonal
 0.5
 >>> ss.dual_kernel("relu", derivative=True).expr
--acos(q12/(sqrt(q11)*sqrt(q22)))/(2*pi) + 1/2
+(pi - acos(q12/(sqrt(q11)*sqrt(q22))))/(2*pi)
 """
 
 from __future__ import annotations
@@ -228,7 +228,9 @@ def _scaled(f):
     inner = closed_form(f.base)
     B2 = f.B**2
     sub = {q11: B2 * q11, q12: B2 * q12, q22: B2 * q22}
-    return tuple(f.A**2 * e.xreplace(sub) for e in inner)
+    # keep B^4 (q11 q22 - q12^2) factored so the gap of a rank-one covariance stays exactly 0
+    factored = lambda *args: sp.Max(*[sp.factor_terms(a) for a in args])  # noqa: E731
+    return tuple(f.A**2 * e.xreplace(sub).replace(sp.Max, factored) for e in inner)
 
 
 _BUILDERS = {

@@ -98,10 +98,10 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
     for name, a in (("mean", m), ("var", v)):
         if not np.all(np.isfinite(a)):
             idx = _first(~np.isfinite(a))
-            raise ValueError(f"{name} must be finite, got {a[idx]!r} {_at(idx)}")
+            raise ValueError(f"{name} must be finite, got {float(a[idx])!r}{_at(idx)}")
     if (v < 0).any():
         idx = _first(v < 0)
-        raise ValueError(f"var must be >= 0, got {v[idx]!r} {_at(idx)}")
+        raise ValueError(f"var must be >= 0, got {float(v[idx])!r}{_at(idx)}")
     if isinstance(power, bool) or not isinstance(power, int) or power < 1:
         raise ValueError(f"power must be an integer >= 1, got {power!r}")
     with np.errstate(all="ignore"):
@@ -115,8 +115,8 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
     if not np.all(np.isfinite(out)):
         idx = _first(~np.isfinite(out))
         raise OverflowError(
-            f"E[{act.label}(u)^{power}] is not finite in float64 at mean={m[idx]!r}, "
-            f"var={v[idx]!r}"
+            f"E[{act.label}(u)^{power}] is not finite in float64 at mean={float(m[idx])!r}, "
+            f"var={float(v[idx])!r}"
         )
     return float(out) if out.ndim == 0 else out
 

@@ -1,0 +1,5 @@
+"""Shared fixtures. Matplotlib runs headless in tests."""
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")

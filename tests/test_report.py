@@ -1,0 +1,408 @@
+"""Tests of reproduction reports (:mod:`symscale.report`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+import symscale as ss  # noqa: E402
+from symscale.formula import CheckReport  # noqa: E402
+from symscale.report import Report, find_derivations, main, reproduce  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def relu_kernel():
+    return ss.dual_kernel("relu")
+
+
+@pytest.fixture(scope="module")
+def passing_check(relu_kernel):
+    report = relu_kernel.check(n_points=2, n_samples=5_000, seed=0)
+    assert report.passed
+    return report
+
+
+@pytest.fixture(scope="module")
+def failing_check(relu_kernel):
+    report = relu_kernel.check(n_points=2, n_samples=2_000, seed=0, n_sigma=1e-9)
+    assert not report.passed
+    return report
+
+
+def small_figure():
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1, 2], [0, 1, 4])
+    return fig
+
+
+# -- Report / Section ---------------------------------------------------------------------------
+
+
+def test_report_creates_nested_output_folder(tmp_path):
+    out = tmp_path / "a" / "b"
+    rep = Report(out)
+    assert out.is_dir()
+    assert rep.out == out
+    assert rep.sections == [] and rep.errors == []
+    assert not rep.failed
+
+
+def test_section_text_and_markdown(tmp_path):
+    rep = Report(tmp_path)
+    sec = rep.section("My title")
+    assert rep.sections == [sec]
+    sec.text("  first paragraph\n\n")
+    sec.text("second *paragraph*")
+    md = sec.markdown()
+    assert md == "## My title\n\nfirst paragraph\n\nsecond *paragraph*\n"
+
+
+def test_section_table(tmp_path):
+    sec = Report(tmp_path).section("T")
+    sec.table(["name", "value"], [("relu", 1), ("tanh", 2.5)])
+    assert sec.parts[-1] == "| name | value |\n|---|---|\n| relu | 1 |\n| tanh | 2.5 |"
+
+
+def test_section_formula_without_check(tmp_path, relu_kernel):
+    rep = Report(tmp_path)
+    sec = rep.section("F")
+    sec.formula(relu_kernel, note="the arc-cosine kernel")
+    md = sec.markdown()
+    assert f"**{relu_kernel.name}** — the arc-cosine kernel" in md
+    assert f"$$\n{relu_kernel.latex()}\n$$" in md
+    assert "Sampling check" not in md
+    assert sec.failures == []
+    assert not rep.failed
+
+
+def test_section_formula_with_passing_check(tmp_path, relu_kernel, passing_check):
+    rep = Report(tmp_path)
+    sec = rep.section("F")
+    sec.formula(relu_kernel, passing_check)
+    md = sec.markdown()
+    assert relu_kernel.latex() in md
+    assert "Sampling check (passed, |z| ≤ 5)" in md
+    assert passing_check.table("markdown") in md
+    assert "FAILED" not in md
+    assert sec.failures == []
+    assert not rep.failed
+
+
+def test_section_formula_with_failing_check(tmp_path, relu_kernel, failing_check):
+    rep = Report(tmp_path)
+    sec = rep.section("F")
+    sec.formula(relu_kernel, failing_check)
+    md = sec.markdown()
+    assert "Sampling check (**FAILED**, |z| ≤ 1e-09)" in md
+    assert failing_check.table("markdown") in md
+    assert "| NO |" in md
+    assert sec.failures == [failing_check.name]
+    assert rep.failed
+
+
+def test_empty_check_counts_as_failure(tmp_path):
+    rep = Report(tmp_path)
+    sec = rep.section("E")
+    sec.check(CheckReport("nothing checked", (), 5.0))
+    assert sec.failures == ["nothing checked"]
+    assert rep.failed
+
+
+def test_failed_flag(tmp_path, passing_check, failing_check):
+    rep = Report(tmp_path)
+    assert not rep.failed  # no sections at all
+    rep.section("ok").check(passing_check)
+    assert not rep.failed
+    bad = rep.section("bad")
+    assert not rep.failed  # an empty section does not fail the run
+    bad.check(failing_check)
+    assert rep.failed
+
+    rep2 = Report(tmp_path / "other")
+    rep2.section("ok").check(passing_check)
+    rep2.errors.append("00_x.py: boom")
+    assert rep2.failed
+
+
+def test_write_index_when_passed(tmp_path, relu_kernel, passing_check):
+    rep = Report(tmp_path, title="Custom title")
+    rep.section("First").text("alpha")
+    rep.section("Second").formula(relu_kernel, passing_check)
+    path = rep.write_index()
+    assert path == tmp_path / "index.md"
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# Custom title\n")
+    assert "**Status: every sampling check passed.**" in text
+    assert "FAILED" not in text
+    assert text.index("## First") < text.index("alpha") < text.index("## Second")
+    assert relu_kernel.latex() in text
+
+
+def test_write_index_when_failed(tmp_path, relu_kernel, failing_check):
+    rep = Report(tmp_path)
+    rep.section("Bad").formula(relu_kernel, failing_check)
+    rep.errors.append("01_broken.py: RuntimeError: boom")
+    text = rep.write_index().read_text(encoding="utf-8")
+    assert text.startswith("# symscale reproduction report\n")
+    assert "**Status: FAILED**" in text
+    assert "every sampling check passed" not in text
+    assert f"- failed check: {failing_check.name}" in text
+    assert "- error: 01_broken.py: RuntimeError: boom" in text
+    # the status block comes before the sections
+    assert text.index("**Status: FAILED**") < text.index("## Bad")
+
+
+def test_write_index_overwrites(tmp_path, failing_check):
+    rep = Report(tmp_path)
+    rep.section("S").text("v1")
+    rep.write_index()
+    rep.section("T").check(failing_check)
+    text = rep.write_index().read_text(encoding="utf-8")
+    assert "v1" in text and "## T" in text and "FAILED" in text
+
+
+def test_figure_saved_and_linked(tmp_path):
+    rep = Report(tmp_path)
+    sec = rep.section("Figures")
+    fig = small_figure()
+    path = sec.figure(fig, "parabola", "A parabola.")
+    assert path == tmp_path / "figures" / "parabola.png"
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    assert not plt.fignum_exists(fig.number)  # the figure was closed
+    fig2 = small_figure()
+    path2 = sec.figure(fig2, "plain-name_2")
+    assert path2.read_bytes()[:8] == PNG_MAGIC
+    text = rep.write_index().read_text(encoding="utf-8")
+    assert "![A parabola.](figures/parabola.png)" in text
+    assert "*A parabola.*" in text
+    assert "![plain-name_2](figures/plain-name_2.png)" in text
+
+
+@pytest.mark.parametrize("name", ["sub/fig", "../escape", "/abs", "a\\b", "with space", ""])
+def test_figure_rejects_non_plain_names(tmp_path, name):
+    sec = Report(tmp_path).section("Figures")
+    fig = small_figure()
+    try:
+        with pytest.raises(ValueError, match="plain file name"):
+            sec.figure(fig, name)
+    finally:
+        plt.close(fig)
+    assert sec.parts == []
+    assert not (tmp_path / "figures").exists()
+    assert not list(tmp_path.rglob("*.png"))
+
+
+# -- find_derivations ---------------------------------------------------------------------------
+
+
+def test_find_derivations_missing_folder(tmp_path):
+    missing = tmp_path / "does-not-exist"
+    with pytest.raises(FileNotFoundError, match="derivations folder not found"):
+        find_derivations(missing)
+
+
+def test_find_derivations_file_instead_of_folder(tmp_path):
+    f = tmp_path / "00_x.py"
+    f.write_text("")
+    with pytest.raises(FileNotFoundError):
+        find_derivations(f)
+
+
+def test_find_derivations_filters_and_sorts(tmp_path):
+    for name in ["10_last.py", "00_first.py", "01_second.py", "notes.py", "1_short.py",
+                 "001_three_digits.py", "02noseparator.py", "03_data.txt", "ab_letters.py",
+                 "04_script.py.bak"]:
+        (tmp_path / name).write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "05_nested.py").write_text("")
+    found = find_derivations(tmp_path)
+    assert [p.name for p in found] == ["00_first.py", "01_second.py", "10_last.py"]
+    assert all(p.parent == tmp_path for p in found)
+
+
+def test_find_derivations_default_is_the_repository_folder():
+    found = find_derivations()
+    names = [p.name for p in found]
+    assert "00_hermite_and_kernels.py" in names
+    assert names == sorted(names)
+
+
+# -- reproduce ----------------------------------------------------------------------------------
+
+GOOD = '''
+import symscale
+
+TITLE = "Good section"
+
+
+def run(section, quick):
+    V = symscale.dual_kernel("relu")
+    section.formula(V, V.check(n_points=1, n_samples=5_000, seed=0))
+    section.text(f"quick={quick}")
+'''
+
+
+def write(folder: Path, name: str, source: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(source)
+    return path
+
+
+def test_reproduce_script_without_run(tmp_path):
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_norun.py", "X = 1\n")
+    write(scripts, "01_good.py", GOOD)
+    rep = reproduce(tmp_path / "out", derivations=scripts, progress=False)
+    assert rep.failed
+    assert len(rep.errors) == 1
+    assert rep.errors[0].startswith("00_norun.py:")
+    assert "no run(section, quick)" in rep.errors[0]
+    # the other script still ran
+    assert [s.title for s in rep.sections] == ["Good section"]
+    text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+    assert "**Status: FAILED**" in text
+    assert "00_norun.py" in text
+
+
+def test_reproduce_passes_quick_and_title_defaults(tmp_path):
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_good.py", GOOD)
+    write(scripts, "01_untitled.py", "def run(section, quick):\n    section.text('hello')\n")
+    rep = reproduce(tmp_path / "out", quick=True, derivations=scripts, progress=False)
+    assert not rep.failed
+    assert rep.errors == []
+    assert [s.title for s in rep.sections] == ["Good section", "01_untitled"]
+    text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+    assert "**Status: every sampling check passed.**" in text
+    assert "quick=True" in text
+    assert "quick mode" in text
+    assert text.index("## Good section") < text.index("## 01_untitled")
+
+
+def test_reproduce_raising_script(tmp_path):
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_good.py", GOOD)
+    write(scripts, "01_raises.py",
+          "def run(section, quick):\n    raise ZeroDivisionError('bad maths')\n")
+    rep = reproduce(tmp_path / "out", derivations=scripts, progress=False)
+    assert rep.failed
+    assert len(rep.errors) == 1
+    assert rep.errors[0].startswith("01_raises.py:")
+    assert "ZeroDivisionError: bad maths" in rep.errors[0]
+    assert len(rep.sections) == 2  # the broken script's section exists, the good one is intact
+    assert rep.sections[0].failures == []
+
+
+def test_reproduce_failing_check_without_errors(tmp_path):
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_strict.py", '''
+import symscale
+
+
+def run(section, quick):
+    V = symscale.dual_kernel("relu")
+    section.check(V.check(n_points=1, n_samples=2_000, seed=0, n_sigma=1e-9))
+''')
+    rep = reproduce(tmp_path / "out", derivations=scripts, progress=False)
+    assert rep.errors == []
+    assert rep.failed
+    text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+    assert "- failed check: V[relu]" in text
+
+
+def test_reproduce_script_figure(tmp_path):
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_fig.py", '''
+import matplotlib.pyplot as plt
+
+
+def run(section, quick):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    section.figure(fig, "line", "A line.")
+''')
+    rep = reproduce(tmp_path / "out", derivations=scripts, progress=False)
+    assert not rep.failed
+    png = tmp_path / "out" / "figures" / "line.png"
+    assert png.read_bytes()[:8] == PNG_MAGIC
+    assert "](figures/line.png)" in (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+
+
+def test_reproduce_missing_folder(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        reproduce(tmp_path / "out", derivations=tmp_path / "missing", progress=False)
+
+
+def test_reproduce_script_with_dataclass(tmp_path):
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_dataclass.py", '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Point:
+    x: float
+
+
+def run(section, quick):
+    section.text(f"point {Point(1.0).x}")
+''')
+    rep = reproduce(tmp_path / "out", derivations=scripts, progress=False)
+    assert rep.errors == []
+    assert not rep.failed
+
+
+# -- running one script on its own --------------------------------------------------------------
+
+
+def test_main_runs_one_script(tmp_path, monkeypatch, capsys, relu_kernel):
+    def run(section, quick):
+        section.text(f"quick={quick}")
+        section.formula(relu_kernel)
+
+    out = tmp_path / "single"
+    monkeypatch.setattr(sys, "argv", ["00_single.py", "--out", str(out), "--quick"])
+    with pytest.raises(SystemExit) as exc:
+        main(run, str(tmp_path / "00_single.py"))
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.md")
+    text = (out / "index.md").read_text(encoding="utf-8")
+    assert "## 00_single" in text and "quick=True" in text
+
+
+def test_main_exit_status_one_on_failed_check(tmp_path, monkeypatch, capsys, failing_check):
+    def run(section, quick):
+        section.check(failing_check)
+
+    monkeypatch.setattr(sys, "argv", ["00_single.py", "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit) as exc:
+        main(run, "00_single.py")
+    assert exc.value.code == 1
+    capsys.readouterr()
+
+
+# -- the repository's own derivations -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_reproduce_repository_derivations(tmp_path):
+    rep = reproduce(tmp_path, quick=True, progress=False)
+    assert rep.errors == [], rep.errors
+    assert not rep.failed, [s.failures for s in rep.sections]
+    index = tmp_path / "index.md"
+    assert index.is_file()
+    assert "every sampling check passed" in index.read_text(encoding="utf-8")
+    png = tmp_path / "figures" / "dual_kernels.png"
+    assert png.read_bytes()[:8] == PNG_MAGIC
