@@ -61,26 +61,11 @@ def run(section, quick: bool) -> None:
             section.formula(V, rep)
             row.append("closed form")
         if row[-1] == "quadrature":
-            section.check(_quadrature_check(act, n_points, n_samples, 200 + seed))
+            section.check(ss.check_dual_kernel(act, n_points=n_points, n_samples=n_samples,
+                                               seed=200 + seed))
         summary.append(row)
     section.table(["activation", "Hermite", "V_phi", "V_phi'"], summary)
     _figure(section)
-
-
-def _quadrature_check(act, n_points, n_samples, seed):
-    """Check the quadrature kernel (no closed form) against Monte Carlo."""
-    from symscale.formula import CheckReport, CheckRow, sample_mean
-    from symscale.kernels.dual import pair_sampler, random_psd_point
-
-    rng = np.random.default_rng(seed)
-    rows = []
-    sampler = pair_sampler(act)
-    for _ in range(n_points):
-        p = random_psd_point(rng)
-        value = ss.dual_kernel_numeric(act, p["q11"], p["q12"], p["q22"])
-        mean, se = sample_mean(lambda n, r: sampler(p, n, r), n_samples, rng)
-        rows.append(CheckRow.make(p, value, mean, se, n_samples, 5.0))
-    return CheckReport(f"quadrature V[{act.label}]", tuple(rows), 5.0)
 
 
 def _figure(section):

@@ -24,6 +24,7 @@ from .formula import CheckReport, Formula, Variable
 from .gaussian import gaussian_expectation, gaussian_moments
 from .hermite import HermiteExpansion, MehlerSeries, hermite_coefficients, mehler_series
 from .kernels import (
+    check_dual_kernel,
     dual_kernel,
     dual_kernel_numeric,
     gaussian_moment,
@@ -53,6 +54,7 @@ __all__ = [
     "MehlerSeries",
     "dual_kernel",
     "dual_kernel_numeric",
+    "check_dual_kernel",
     "gaussian_moment",
     "gaussian_moment_numeric",
     "__version__",

@@ -1,5 +1,7 @@
 """The activation registry: evaluators, derivatives, families, properties, user activations."""
 
+import math
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -218,3 +220,22 @@ def test_register_rejects_bad_names():
         ss.register_activation("not a name", "x")
     with pytest.raises(KeyError):
         ss.unregister_activation("never_registered")
+
+
+def test_user_activation_end_to_end():
+    """x + x^2/2 exp(-x^2): Hermite coefficients, numeric dual kernel and sampling checks with
+    no code beyond the registration."""
+    try:
+        act = ss.register_activation("bump_e2e", "x + x**2/2*exp(-x**2)", overwrite=True)
+        h = ss.hermite_coefficients(act, 6)                     # exact (poly x Gaussian terms)
+        assert h.exact and h[1] == 1  # c_1 = E[Z phi(Z)] = 1: the bump term is even
+        assert h.check(n_samples=200_000, seed=8).passed
+        v = ss.dual_kernel_numeric(act, 1.0, 0.4, 2.0)
+        assert math.isfinite(v)
+        assert ss.check_dual_kernel(act, n_samples=200_000, seed=9).passed
+        assert ss.check_dual_kernel(act, derivative=True, n_samples=200_000, seed=10).passed
+        namespace = {}
+        exec(act.code("python", name="phi"), namespace)
+        assert abs(namespace["phi"](0.5) - float(act(np.array(0.5)))) < 1e-15
+    finally:
+        ss.unregister_activation("bump_e2e")

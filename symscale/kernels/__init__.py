@@ -7,11 +7,12 @@ non-centred u).
 
 from .dual import KERNEL_VARIABLES, dual_kernel, q11, q12, q22
 from .moments import gaussian_moment, gaussian_moment_numeric
-from .numeric import check_covariance, dual_kernel_numeric, gauss_hermite
+from .numeric import check_covariance, check_dual_kernel, dual_kernel_numeric, gauss_hermite
 
 __all__ = [
     "dual_kernel",
     "dual_kernel_numeric",
+    "check_dual_kernel",
     "gaussian_moment",
     "gaussian_moment_numeric",
     "check_covariance",

@@ -256,6 +256,8 @@ def pair_sampler(act: Activation):
 
     def sampler(point, n, rng):
         a11, a12, a22 = point["q11"], point["q12"], point["q22"]
+        if not (a11 >= 0 and a22 >= 0 and a12 * a12 <= a11 * a22 * (1 + 1e-10)):
+            raise ValueError(f"not a PSD covariance: q11={a11!r}, q12={a12!r}, q22={a22!r}")
         z1, z2 = rng.standard_normal((2, n))
         s1 = math.sqrt(a11)
         lead = a12 / s1 if s1 > 0 else 0.0
