@@ -14,26 +14,10 @@ import math
 import statistics
 import time
 
-import mpmath
 import numpy as np
 
 import symscale as ss
-
-
-def reference(q1, c, q2):
-    with mpmath.workdps(25):
-        s1, s2 = mpmath.sqrt(q1), mpmath.sqrt(q2)
-        beta = mpmath.acos(mpmath.mpf(c) / (s1 * s2))
-        lo, hi = sorted([mpmath.pi / 2, (beta + mpmath.pi / 2) % mpmath.pi])
-
-        def g(al):
-            A, B = s1 * mpmath.cos(al), s2 * mpmath.cos(al - beta)
-            return mpmath.quad(lambda R: R * mpmath.exp(-R * R / 2) * mpmath.tanh(R * A)
-                               * mpmath.tanh(R * B),
-                               [0, 1 / (1 + abs(A) + abs(B)), 1, mpmath.inf])
-
-        pts = [lo, hi, lo + mpmath.pi] if hi - lo > 1e-15 else [lo, lo + mpmath.pi]
-        return float(mpmath.quad(g, pts) / mpmath.pi)
+from symscale.testing import reference_dual_kernel
 
 
 def main():
@@ -42,7 +26,7 @@ def main():
     for q, rho in [(0.1, 0.5), (1.0, 0.9), (4.0, -0.7), (100.0, 0.99), (1e12, 0.5)]:
         q1, q2 = q, 1.3 * q
         c = rho * math.sqrt(q1 * q2)
-        ref = reference(q1, c, q2)
+        ref = reference_dual_kernel("tanh", q1, c, q2)
         polar = ss.dual_kernel_numeric("tanh", q1, c, q2)
         gh = ss.dual_kernel_numeric("tanh", q1, c, q2, method="hermite")
         print(f"| q = {q:g}, rho = {rho:g} | {abs(polar - ref):.1e} | {abs(gh - ref):.1e} |")

@@ -21,7 +21,6 @@ import numpy as np
 import sympy as sp
 
 import symscale as ss
-from symscale.activations import X
 from symscale.hermite import hermite_he
 
 

@@ -195,6 +195,14 @@ class Activation:
             )
         return _lambdify_numpy(self.expr)
 
+    @property
+    def mpmath(self) -> Callable:
+        """Scalar evaluator of phi in mpmath at the current precision (Heaviside(0) = 1/2)."""
+        if not self.is_numeric:
+            free = sorted(str(s) for s in self.expr.free_symbols - {X})
+            raise ValueError(f"activation {self.label} has symbolic parameters {free}")
+        return _lambdify_mpmath(self.expr)
+
     def __call__(self, x) -> np.ndarray:
         """Evaluate phi on an array (float64)."""
         arr = np.asarray(x, dtype=float)
@@ -439,6 +447,17 @@ def _lambdify_numpy(expr: sp.Expr):
     from .printing import NumpyPrinter
 
     return sp.lambdify(X, expr, modules=["scipy", "numpy"], printer=NumpyPrinter)
+
+
+@functools.lru_cache(maxsize=512)
+def _lambdify_mpmath(expr: sp.Expr):
+    import mpmath
+
+    def heaviside(x, h0=0.5):
+        return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(h0))
+
+    extra = {"Heaviside": heaviside, "sign": mpmath.sign, "DiracDelta": lambda *a: 0}
+    return sp.lambdify(X, expr, modules=[extra, "mpmath"])
 
 
 def _sym(name):

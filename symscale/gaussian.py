@@ -92,6 +92,17 @@ def gaussian_moments(expr, order: int, *, mean=0, var=1, x: sp.Symbol = X) -> li
     if var.is_number and (var.is_extended_real is False or var < 0):
         raise ValueError(f"var must be >= 0, got {var}")
     expr = sp.sympify(expr)
+    # work with a positive variance and real means/parameters whatever the caller's symbols say
+    # (same names, so the symengine round trip below maps them back by name)
+    assume = {s: sp.Symbol(s.name, positive=True) for s in var.free_symbols if not s.is_positive}
+    assume.update({s: sp.Symbol(s.name, real=True)
+                   for s in (mean.free_symbols | expr.free_symbols) - {x}
+                   if not s.is_extended_real and s not in assume})
+    if assume:
+        undo = {v: k for k, v in assume.items()}
+        out = gaussian_moments(expr.xreplace(assume), order, mean=mean.xreplace(assume),
+                               var=var.xreplace(assume), x=x)
+        return [o.xreplace(undo) for o in out]
     if var == 0:
         # Deterministic Y: E[Z^j] f(mean), with the standard normal moments (j-1)!!.
         fm = expr.subs(x, mean)
@@ -120,7 +131,7 @@ def _realify(e: sp.Expr) -> sp.Expr:
     """Remove the imaginary unit introduced by sin/cos -> exp (the results are real)."""
     if not e.has(sp.I):
         return e
-    e = sp.expand_complex(e)
+    e = sp.expand_complex(e)  # every symbol is real here (see gaussian_moments)
     return sp.simplify(e) if e.has(sp.I) else e
 
 

@@ -41,7 +41,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from ._symbolic import X, to_sympy
+from ._symbolic import to_sympy
 from .activations import Activation, as_activation
 from .errors import NoClosedFormError
 from .formula import CheckReport, CheckRow, Formula, sample_mean
@@ -297,7 +297,7 @@ def _numeric(act, order, mean, var, power, dps):
     mean_f, var_f = _float_or_none(mean), _float_or_none(var)
     if mean_f is None or var_f is None:
         raise ValueError("exact=False needs numeric mean and var")
-    f = _mp_function(act)
+    f = act.mpmath
     # He_k reaches sqrt(k!) in size while c_k k! may be far smaller: carry those digits too.
     guard = 15 + int(0.5 * math.lgamma(order + 1) / math.log(10))
     with mpmath.workdps(dps + guard):
@@ -373,24 +373,6 @@ def _apply_rule(rule, g, a, b, order):
         vals = g(mid + half * x)
         acc = [s + w * v for s, v in zip(acc, vals)]
     return [half * s for s in acc]
-
-
-@lru_cache(maxsize=256)
-def _mp_function_cached(expr):
-    extra = {
-        "Heaviside": lambda x, h0=0.5: mpmath.mpf(1) if x > 0 else
-        (mpmath.mpf(0) if x < 0 else mpmath.mpf(h0)),
-        "sign": mpmath.sign,
-        "DiracDelta": lambda *a: mpmath.mpf(0),
-    }
-    return sp.lambdify(X, expr, modules=[extra, "mpmath"])
-
-
-def _mp_function(act):
-    if not act.is_numeric:
-        free = sorted(str(s) for s in act.expr.free_symbols - {X})
-        raise ValueError(f"activation {act.label} has symbolic parameters {free}")
-    return _mp_function_cached(act.expr)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ __all__ = [
     "fit_loglog_slope",
     "SlopeFit",
     "assert_slope",
+    "reference_dual_kernel",
 ]
 
 
@@ -137,3 +138,42 @@ def assert_slope(x, y, expected: float, *, margin: float | None = None,
     if not ok:
         raise AssertionError(f"fitted slope {fit.slope:.4f} (s.e. {fit.stderr:.4f}) fails {rule}")
     return fit
+
+
+def reference_dual_kernel(act, q11: float, q12: float, q22: float, *, derivative: bool = False,
+                          dps: int = 25) -> float:
+    """E[phi(u) phi(v)] by adaptive mpmath integration: a slow, independent reference.
+
+    Polar coordinates ``(u, v) = R (sqrt(q11) cos a, sqrt(q22) cos(a - b))``, ``b = acos(rho)``;
+    the angle is split where u or v changes sign and both integrals use mpmath's adaptive
+    tanh-sinh rule at ``dps`` digits. Seconds per point: for tests and benchmarks only.
+
+    Examples
+    --------
+    >>> from symscale.testing import reference_dual_kernel
+    >>> round(reference_dual_kernel("relu", 1.0, 0.0, 1.0), 12)    # 1/(2 pi)
+    0.159154943092
+    """
+    import mpmath
+
+    from .activations import as_activation
+
+    act = as_activation(act)
+    f = (act.derivative() if derivative else act).mpmath
+    with mpmath.workdps(dps):
+        s1, s2 = mpmath.sqrt(mpmath.mpf(q11)), mpmath.sqrt(mpmath.mpf(q22))
+        gap = mpmath.sqrt(max(mpmath.mpf(q11) * q22 - mpmath.mpf(q12) ** 2, 0))
+        beta = mpmath.atan2(gap, q12)
+        lo, hi = sorted([mpmath.pi / 2, (beta + mpmath.pi / 2) % mpmath.pi])
+
+        def angular(al):
+            A, B = s1 * mpmath.cos(al), s2 * mpmath.cos(al - beta)
+
+            def radial(R):
+                return R * mpmath.exp(-R * R / 2) * (f(R * A) * f(R * B)
+                                                     + f(-R * A) * f(-R * B)) / 2
+
+            return mpmath.quad(radial, [0, 1 / (1 + abs(A) + abs(B)), 1, mpmath.inf])
+
+        pts = [lo, hi, lo + mpmath.pi] if hi - lo > mpmath.eps else [lo, lo + mpmath.pi]
+        return float(mpmath.quad(angular, pts) / mpmath.pi)

@@ -1,16 +1,15 @@
 """Tests of symscale.formula: Formula (construction, evaluators, transformations, code, check),
 CheckReport / CheckRow and sample_mean."""
 
-import ctypes
 import importlib.util
 import math
-import shutil
-import subprocess
 
 import mpmath
 import numpy as np
 import pytest
 import sympy as sp
+
+from codegen_helpers import STRICT_C99, compile_c, exec_function
 
 import symscale as ss
 from symscale.formula import CheckReport, CheckRow, Formula, Variable, sample_mean
@@ -43,32 +42,6 @@ def _psd_points(n, seed, max_rho=0.95):
 def _naive(formula):
     """The textbook expression lambdified with plain numpy (no stable form)."""
     return sp.lambdify(formula.symbols, formula.expr, modules="numpy")
-
-
-def _compile_c(src, name, nargs, tmp_path, flags=()):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler found")
-    tag = "_".join(f.strip("-").replace("=", "") for f in flags) or "default"
-    c_file = tmp_path / f"{name}_{tag}.c"
-    so_file = tmp_path / f"lib{name}_{tag}.so"
-    c_file.write_text(src)
-    cmd = [cc, *flags, "-shared", "-fPIC", "-O2", "-o", str(so_file), str(c_file), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}\n{src}"
-    fn = getattr(ctypes.CDLL(str(so_file)), name)
-    fn.restype = ctypes.c_double
-    fn.argtypes = [ctypes.c_double] * nargs
-    return fn
-
-
-def _exec_function(src, name):
-    namespace = {}
-    exec(compile(src, f"<generated {name}>", "exec"), namespace)
-    return namespace[name]
-
-
-STRICT_C99 = ("-std=c99", "-pedantic-errors", "-Werror=implicit-function-declaration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -685,7 +658,7 @@ def _c_flag_params():
 @pytest.mark.parametrize("act,derivative,flags", _c_flag_params())
 def test_c_code_compiles_and_matches_numpy(tmp_path, act, derivative, flags):
     V = ss.dual_kernel(act, derivative=derivative)
-    fn = _compile_c(V.code("c", name="kern"), "kern", 3, tmp_path, flags)
+    fn = compile_c(V.code("c", name="kern"), "kern", 3, tmp_path, flags)
     q11, q12, q22 = _psd_points(20, seed=10)
     ref = V(q11, q12, q22)
     got = np.array([fn(x, y, z) for x, y, z in zip(q11, q12, q22)])
@@ -714,8 +687,8 @@ def test_c_code_uses_stable_expression():
 @pytest.mark.parametrize("act,derivative", C_KERNELS, ids=C_IDS)
 def test_numpy_and_python_code_exec(act, derivative):
     V = ss.dual_kernel(act, derivative=derivative)
-    f_np = _exec_function(V.code("numpy", name="kern"), "kern")
-    f_py = _exec_function(V.code("python", name="kern"), "kern")
+    f_np = exec_function(V.code("numpy", name="kern"), "kern")
+    f_py = exec_function(V.code("python", name="kern"), "kern")
     q11, q12, q22 = _psd_points(20, seed=11)
     ref = V(q11, q12, q22)
     np.testing.assert_allclose(np.broadcast_to(f_np(q11, q12, q22), (20,)), ref,

@@ -104,3 +104,12 @@ def test_divergent_expectation_raises_domain_error():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         gaussian_moments(sp.Max(x, 0), **kwargs)
+
+
+def test_plain_symbols_are_treated_as_real_mean_and_positive_variance():
+    m, v = sp.symbols("m v")  # no assumptions given by the caller
+    out = gaussian_moments(sp.sin(x), 1, mean=m, var=v)
+    assert sp.simplify(out[0] - sp.exp(-v / 2) * sp.sin(m)) == 0
+    assert sp.simplify(out[1] - sp.sqrt(v) * sp.exp(-v / 2) * sp.cos(m)) == 0
+    assert set().union(*(o.free_symbols for o in out)) == {m, v}  # the caller's symbols
+    assert not any(o.has(sp.re, sp.im, sp.Abs) for o in out)

@@ -1,15 +1,13 @@
 """Tests of symscale.printing: LaTeX symbol table and C / numpy / Python function generation."""
 
-import ctypes
 import math
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import sympy as sp
 
 from symscale import printing
+from codegen_helpers import STRICT_C99, compile_c, exec_function
 from symscale.printing import (
     CPrinter,
     LatexPrinter,
@@ -22,32 +20,6 @@ from symscale.printing import (
 
 x, y = sp.symbols("x y", real=True)
 
-
-def _exec_function(src: str, name: str):
-    namespace: dict = {}
-    exec(compile(src, f"<generated {name}>", "exec"), namespace)
-    return namespace[name]
-
-
-def _compile_c(src: str, name: str, nargs: int, tmp_path, flags=()):
-    """Compile ``src`` into a shared library and return the function ``name`` via ctypes."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler found")
-    tag = "_".join(f.strip("-").replace("=", "") for f in flags) or "default"
-    c_file = tmp_path / f"{name}_{tag}.c"
-    so_file = tmp_path / f"lib{name}_{tag}.so"
-    c_file.write_text(src)
-    cmd = [cc, *flags, "-shared", "-fPIC", "-O2", "-o", str(so_file), str(c_file), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}\n{src}"
-    fn = getattr(ctypes.CDLL(str(so_file)), name)
-    fn.restype = ctypes.c_double
-    fn.argtypes = [ctypes.c_double] * nargs
-    return fn
-
-
-STRICT_C99 = ("-std=c99", "-pedantic-errors", "-Werror=implicit-function-declaration")
 
 # ---------------------------------------------------------------------------------------------
 # LaTeX
@@ -124,7 +96,7 @@ def test_function_code_hoists_common_subexpressions():
     py_src = function_code(e, (x, y), "f", "python")
     assert "const double cse0 = " in c_src
     assert "cse0 = " in py_src
-    fn = _exec_function(py_src, "f")
+    fn = exec_function(py_src, "f")
     assert fn(0.3, 0.7) == pytest.approx(math.sin(1.21) ** 2 + math.cos(1.21), rel=1e-14)
 
 
@@ -137,10 +109,10 @@ def test_function_code_numpy_and_python_headers():
     assert py_src.startswith("import math")
     assert "numpy" not in py_src
     vals = np.array([-0.5, 0.0, 1.25])
-    out = _exec_function(np_src, "g")(vals, np.array([1.0, 4.0, 9.0]))
+    out = exec_function(np_src, "g")(vals, np.array([1.0, 4.0, 9.0]))
     np.testing.assert_allclose(out, [math.erf(v) + s for v, s in zip(vals, (1.0, 2.0, 3.0))],
                                rtol=1e-14, atol=0)
-    assert _exec_function(py_src, "g")(0.5, 4.0) == pytest.approx(math.erf(0.5) + 2.0,
+    assert exec_function(py_src, "g")(0.5, 4.0) == pytest.approx(math.erf(0.5) + 2.0,
                                                                  rel=1e-15)
 
 
@@ -167,19 +139,19 @@ def test_function_code_free_symbol_not_an_argument(language):
 
 def test_heaviside_numpy_half_at_zero():
     src = function_code(sp.Heaviside(x), (x,), "h", "numpy")
-    fn = _exec_function(src, "h")
+    fn = exec_function(src, "h")
     np.testing.assert_array_equal(fn(np.array([-2.0, -1e-300, 0.0, 1e-300, 3.0])),
                                   [0.0, 0.0, 0.5, 1.0, 1.0])
 
 
 def test_heaviside_python_half_at_zero():
-    fn = _exec_function(function_code(sp.Heaviside(x), (x,), "h", "python"), "h")
+    fn = exec_function(function_code(sp.Heaviside(x), (x,), "h", "python"), "h")
     assert [fn(v) for v in (-2.0, 0.0, 3.0)] == [0.0, 0.5, 1.0]
 
 
 def test_heaviside_explicit_value_at_zero():
     for language in ("numpy", "python"):
-        fn = _exec_function(function_code(sp.Heaviside(x, 0), (x,), "h", language), "h")
+        fn = exec_function(function_code(sp.Heaviside(x, 0), (x,), "h", language), "h")
         assert float(fn(0.0)) == 0.0
         assert float(fn(1.0)) == 1.0
 
@@ -187,7 +159,7 @@ def test_heaviside_explicit_value_at_zero():
 @pytest.mark.parametrize("flags", [(), STRICT_C99], ids=["default", "c99"])
 def test_heaviside_c_half_at_zero(tmp_path, flags):
     src = function_code(sp.Heaviside(x), (x,), "heav", "c")
-    fn = _compile_c(src, "heav", 1, tmp_path, flags)
+    fn = compile_c(src, "heav", 1, tmp_path, flags)
     assert [fn(v) for v in (-2.0, -1e-300, 0.0, 1e-300, 3.0)] == [0.0, 0.0, 0.5, 1.0, 1.0]
 
 
@@ -197,13 +169,13 @@ def test_dirac_delta_prints_as_zero(language):
     assert "DiracDelta" not in src
     assert "0.0" in src
     if language != "c":
-        assert float(_exec_function(src, "d")(0.0)) == 0.0
-        assert float(_exec_function(src, "d")(1.5)) == 3.0
+        assert float(exec_function(src, "d")(0.0)) == 0.0
+        assert float(exec_function(src, "d")(1.5)) == 3.0
 
 
 def test_dirac_delta_c_value(tmp_path):
     src = function_code(sp.DiracDelta(x) + 2 * x, (x,), "dd", "c")
-    fn = _compile_c(src, "dd", 1, tmp_path)
+    fn = compile_c(src, "dd", 1, tmp_path)
     assert fn(0.0) == 0.0
     assert fn(1.5) == 3.0
 
@@ -221,7 +193,7 @@ def test_numpy_max_min_elementwise_without_functools():
     assert "numpy.maximum" in src and "numpy.minimum" in src
     rng = np.random.default_rng(0)
     a, b, c = rng.standard_normal((3, 100))
-    out = _exec_function(src, "mm")(a, b, c)
+    out = exec_function(src, "mm")(a, b, c)
     expected = np.maximum(np.maximum(a, b), c) - np.minimum(np.minimum(a, b), 0.0)
     assert out.shape == (100,)
     np.testing.assert_array_equal(out, expected)
@@ -235,7 +207,7 @@ def test_numpy_printer_with_lambdify():
 
 
 def test_python_max_min_scalar():
-    fn = _exec_function(function_code(sp.Max(x, y, 0) + sp.Min(x, y), (x, y), "mm", "python"),
+    fn = exec_function(function_code(sp.Max(x, y, 0) + sp.Min(x, y), (x, y), "mm", "python"),
                         "mm")
     assert fn(-1.0, -2.0) == -2.0
     assert fn(3.0, 1.0) == 4.0
@@ -249,7 +221,7 @@ def test_python_max_min_scalar():
 def test_c_pi_is_a_literal_under_c99(tmp_path, flags):
     src = function_code(sp.pi * x, (x,), "pix", "c")
     assert "M_PI" not in src and "3.14159265358979" in src
-    fn = _compile_c(src, "pix", 1, tmp_path, flags)
+    fn = compile_c(src, "pix", 1, tmp_path, flags)
     assert fn(1.0) == pytest.approx(math.pi, rel=1e-15)
     assert fn(2.0) == pytest.approx(2 * math.pi, rel=1e-15)
 
@@ -258,8 +230,8 @@ def test_c_pi_is_a_literal_under_c99(tmp_path, flags):
 def test_c_matches_python_on_mixed_expression(tmp_path, flags):
     e = (sp.atan2(sp.sqrt(sp.Max(x * y, 0)), x) / sp.pi + sp.erf(x) * sp.exp(-y**2)
          + sp.Min(x, y) * sp.Heaviside(y))
-    fn_c = _compile_c(function_code(e, (x, y), "mixed", "c"), "mixed", 2, tmp_path, flags)
-    fn_py = _exec_function(function_code(e, (x, y), "mixed", "python"), "mixed")
+    fn_c = compile_c(function_code(e, (x, y), "mixed", "c"), "mixed", 2, tmp_path, flags)
+    fn_py = exec_function(function_code(e, (x, y), "mixed", "python"), "mixed")
     rng = np.random.default_rng(1)
     for a, b in rng.standard_normal((20, 2)):
         assert fn_c(a, b) == pytest.approx(fn_py(a, b), rel=1e-12, abs=1e-15)
@@ -283,7 +255,7 @@ _POSIX_MACRO_CONSTANTS = [
 def test_c_math_constants_default_flags(tmp_path, const, macro):
     src = function_code(x + const, (x,), "addc", "c")
     assert macro not in src
-    fn = _compile_c(src, "addc", 1, tmp_path)
+    fn = compile_c(src, "addc", 1, tmp_path)
     assert fn(1.0) == pytest.approx(1.0 + float(const), rel=1e-15)
 
 
@@ -291,5 +263,5 @@ def test_c_math_constants_default_flags(tmp_path, const, macro):
                                                                      _POSIX_MACRO_CONSTANTS])
 def test_c_math_constants_strict_c99(tmp_path, const, macro):
     src = function_code(x + const, (x,), "addc", "c")
-    fn = _compile_c(src, "addc", 1, tmp_path, STRICT_C99)
+    fn = compile_c(src, "addc", 1, tmp_path, STRICT_C99)
     assert fn(1.0) == pytest.approx(1.0 + float(const), rel=1e-15)

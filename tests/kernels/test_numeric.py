@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import symscale as ss
 from symscale.kernels.numeric import CORRELATION_SLACK
+from symscale.testing import reference_dual_kernel
 
 NAMES = ss.list_activations()
 VARIANTS = [("leaky_relu", {"alpha": -0.4}), ("monomial", {"k": 3}),
@@ -116,30 +117,12 @@ def test_limits_at_the_edges():
 
 
 # -- quadrature accuracy -------------------------------------------------------------------------
-def _reference_tanh(q1, c, q2):
-    """Adaptive mpmath integration in polar coordinates (50 digits)."""
-    import mpmath
-
-    with mpmath.workdps(25):
-        s1, s2 = mpmath.sqrt(q1), mpmath.sqrt(q2)
-        beta = mpmath.acos(mpmath.mpf(c) / (s1 * s2))
-        lo, hi = sorted([mpmath.pi / 2, (beta + mpmath.pi / 2) % mpmath.pi])
-
-        def g(al):
-            A, B = s1 * mpmath.cos(al), s2 * mpmath.cos(al - beta)
-            return mpmath.quad(lambda R: R * mpmath.exp(-R * R / 2) * mpmath.tanh(R * A)
-                               * mpmath.tanh(R * B), [0, 1 / (1 + abs(A) + abs(B)), 1,
-                                                      mpmath.inf])
-
-        return float(mpmath.quad(g, [lo, hi, lo + mpmath.pi]) / mpmath.pi)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("q, rho", [(0.1, 0.5), (4.0, -0.7), (100.0, 0.99)])
 def test_polar_quadrature_accuracy_and_error_estimate(q, rho):
     q1, q2 = q, 1.3 * q
     c = rho * math.sqrt(q1 * q2)
-    ref = _reference_tanh(q1, c, q2)
+    ref = reference_dual_kernel("tanh", q1, c, q2)
     value, err = ss.dual_kernel_numeric("tanh", q1, c, q2, return_error=True)
     assert abs(value - ref) < 1e-10
     assert err >= abs(value - ref)  # the estimate is conservative
