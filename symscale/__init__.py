@@ -29,6 +29,8 @@ from .kernels import (
     dual_kernel_numeric,
     gaussian_moment,
     gaussian_moment_numeric,
+    mlp_kernels,
+    resnet_kernels,
 )
 
 __version__ = "0.1.0"
@@ -55,6 +57,8 @@ __all__ = [
     "dual_kernel",
     "dual_kernel_numeric",
     "check_dual_kernel",
+    "mlp_kernels",
+    "resnet_kernels",
     "gaussian_moment",
     "gaussian_moment_numeric",
     "__version__",

@@ -143,6 +143,18 @@ class Activation:
         except NoClosedFormError:
             return ()
 
+    @functools.cached_property
+    def is_continuous(self) -> bool:
+        """False when phi jumps at a breakpoint (step, sign); read off by evaluation."""
+        if not self.is_numeric:
+            return not self.expr.has(sp.Heaviside, sp.sign)
+        for k in self.kinks:
+            eps = 1e-9 * (1 + abs(k))
+            left, right = self(np.array([k - eps, k + eps]))
+            if abs(right - left) > 1e-6 * (1 + abs(left) + abs(right)):
+                return False
+        return True
+
     @property
     def is_smooth(self) -> bool:
         """True when phi has no breakpoint (no kink and no jump)."""

@@ -7,12 +7,23 @@ non-centred u).
 
 from .dual import KERNEL_VARIABLES, dual_kernel, q11, q12, q22
 from .moments import gaussian_moment, gaussian_moment_numeric
-from .numeric import check_covariance, check_dual_kernel, dual_kernel_numeric, gauss_hermite
+from .numeric import (
+    check_covariance,
+    check_dual_kernel,
+    cross_kernel_numeric,
+    dual_kernel_numeric,
+    gauss_hermite,
+)
+from .recursions import input_kernel, mlp_kernels, resnet_kernels
 
 __all__ = [
     "dual_kernel",
     "dual_kernel_numeric",
     "check_dual_kernel",
+    "cross_kernel_numeric",
+    "mlp_kernels",
+    "resnet_kernels",
+    "input_kernel",
     "gaussian_moment",
     "gaussian_moment_numeric",
     "check_covariance",

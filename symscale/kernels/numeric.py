@@ -41,7 +41,8 @@ from ..errors import NoClosedFormError
 from ..formula import CheckReport, CheckRow, sample_mean
 from .dual import _dual_kernel, pair_sampler, random_psd_point
 
-__all__ = ["dual_kernel_numeric", "check_dual_kernel", "check_covariance", "gauss_hermite"]
+__all__ = ["dual_kernel_numeric", "cross_kernel_numeric", "check_dual_kernel", "check_covariance",
+           "gauss_hermite"]
 
 _DEFAULT_DEG = {"polar": 60, "hermite": 48}
 #: |q12| may exceed sqrt(q11 q22) by this relative amount (round-off in a Gram matrix).
@@ -225,14 +226,22 @@ def _polar_rules(deg):
 
 
 def _polar(act: Activation, a11, a12, a22, deg):
-    x, wx, R, wr = _polar_rules(deg)
     s1, s2, beta = _ordered(a11, a12, a22)
+    return _polar_pair(act, act, s1, s2, beta, deg).reshape(a11.shape)
+
+
+def _polar_pair(f: Activation, g: Activation, s1, s2, beta, deg):
+    """E[f(u) g(v)] for flat arrays of standard deviations s1, s2 and angles beta = acos(rho)."""
+    x, wx, R, wr = _polar_rules(deg)
     # the arcs between the lines u = 0 (alpha = pi/2) and v = 0 (alpha = beta + pi/2 mod pi);
     # the angular integrand has period pi (alpha -> alpha + pi is R -> -R)
     cut1 = np.full_like(beta, np.pi / 2)
     cut2 = np.mod(beta + np.pi / 2, np.pi)
     lo, hi = np.minimum(cut1, cut2), np.maximum(cut1, cut2)
     arcs = np.stack([np.stack([lo, hi], -1), np.stack([hi, lo + np.pi], -1)], 1)  # (n, 2, 2)
+    parities = (f.parity, g.parity)
+    if None not in parities and parities[0] != parities[1]:
+        return np.zeros_like(beta)  # odd x even: (u, v) -> (-u, -v) flips the sign
     out = np.empty_like(beta)
     step = max(1, _CHUNK_ELEMENTS // (2 * x.size * R.size))
     for start in range(0, beta.size, step):
@@ -242,13 +251,55 @@ def _polar(act: Activation, a11, a12, a22, deg):
         alpha = (a + b)[..., None] / 2 + half[..., None] * x  # (n, 2, n_ang)
         A = (s1[sl, None, None] * np.cos(alpha))[..., None] * R  # (n, 2, n_ang, n_rad)
         B = (s2[sl, None, None] * np.cos(alpha - beta[sl, None, None]))[..., None] * R
-        if act.parity is not None:  # phi(-a) phi(-b) = phi(a) phi(b): half the work
-            even = act(A) * act(B)
+        if None not in parities:  # f(-a) g(-b) = f(a) g(b): half the work
+            even = f(A) * g(B)
         else:
-            even = (act(A) * act(B) + act(-A) * act(-B)) / 2
+            even = (f(A) * g(B) + f(-A) * g(-B)) / 2
         radial = even @ wr  # (n, 2, n_ang)
         out[sl] = np.einsum("nak,k,na->n", radial, wx, half) / np.pi
-    return out.reshape(a11.shape)
+    return out
+
+
+def cross_kernel_numeric(phi, psi, q11, q12, q22, *, deg: int | None = None):
+    """E[phi(u) psi(v)] for (u, v) ~ N(0, [[q11, q12], [q12, q22]]), vectorized float64.
+
+    The cross moment of two different activations (needed when one A-variable multiplies
+    different nonlinearities). Equal activations go to :func:`dual_kernel_numeric` (closed
+    forms); an identity on one side uses Stein's lemma ``E[u psi(v)] = q12 E[psi'(v)]`` when psi
+    is continuous; otherwise the polar quadrature of :func:`dual_kernel_numeric`.
+
+    Examples
+    --------
+    >>> import symscale as ss
+    >>> from symscale.kernels import cross_kernel_numeric
+    >>> float(cross_kernel_numeric("identity", "relu", 1.0, 0.5, 1.0))   # 0.5 * E[step] = 1/4
+    0.25
+    """
+    from .moments import gaussian_moment_numeric
+
+    phi, psi = as_activation(phi), as_activation(psi)
+    if phi == psi:
+        return dual_kernel_numeric(phi, q11, q12, q22, deg=deg)
+    a11, a12, a22 = check_covariance(q11, q12, q22)
+    with np.errstate(all="ignore"):
+        if _is_identity(phi) and psi.is_continuous:
+            value = a12 * np.asarray(gaussian_moment_numeric(psi.derivative(), 0.0, a22))
+        elif _is_identity(psi) and phi.is_continuous:
+            value = a12 * np.asarray(gaussian_moment_numeric(phi.derivative(), 0.0, a11))
+        else:
+            gap = np.sqrt(np.maximum(a11 * a22 - a12 * a12, 0.0))
+            value = _polar_pair(phi, psi, np.sqrt(a11).ravel(), np.sqrt(a22).ravel(),
+                                np.arctan2(gap, a12).ravel(), deg or _DEFAULT_DEG["polar"])
+            value = value.reshape(a11.shape)
+    value = np.asarray(value, dtype=float)
+    _check_finite(value, phi, a11, a12, a22)
+    return float(value) if value.ndim == 0 else value
+
+
+def _is_identity(act: Activation) -> bool:
+    from ..activations import X
+
+    return act.expr == X
 
 
 def check_dual_kernel(act, *, derivative: bool = False, points=None, n_points: int = 3,

@@ -1,0 +1,38 @@
+"""Tensor Programs: Netsor programs on networkx, finite- and infinite-width execution, NTK.
+
+See :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.netsor.builders`
+(mlp, resnet, rnn, attention, LayerNorm MLP), :mod:`~symscale.netsor.finite`,
+:mod:`~symscale.netsor.infinite`, :mod:`~symscale.netsor.symbolic` and
+:mod:`~symscale.netsor.ntk`.
+"""
+
+from .builders import attention_block, layernorm_mlp, mlp, resnet, rnn
+from .finite import FiniteRun, run_finite
+from .infinite import InfiniteRun, run_infinite
+from .ntk import empirical_ntk, infinite_ntk
+from .program import (
+    Attention,
+    Bias,
+    Embed,
+    LayerNorm,
+    LinComb,
+    MatMul,
+    MultiNonlinearity,
+    NonLin,
+    Program,
+    Readout,
+    Weight,
+    draw,
+    kinds,
+    to_dot,
+    to_graphml,
+    validate,
+)
+from .symbolic import symbolic_kernel
+
+__all__ = [
+    "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "MultiNonlinearity", "LinComb",
+    "LayerNorm", "Attention", "Readout", "validate", "kinds", "to_dot", "to_graphml", "draw",
+    "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
+    "run_infinite", "InfiniteRun", "symbolic_kernel", "infinite_ntk", "empirical_ntk",
+]

@@ -1,0 +1,348 @@
+r"""Infinite-width execution of a Netsor program (the master theorem).
+
+Every G-variable becomes, coordinatewise, a centred Gaussian process over the P inputs; H-variables
+are functions of them. The engine computes lazily (memoized per pair of nodes):
+
+* ``cov(g, g')``: the P x P covariance of two G-variables —
+  ``Cov(Z^{Ah}, Z^{A'h'}) = sigma_A^2 E[Z^h Z^{h'}] 1[A = A']``; LinComb acts linearly; Embeds
+  that share their matrix give ``weight_var <x, x'>/d``; a Bias gives ``var`` for every pair;
+  everything else is independent.
+* ``moment(h, h')``: ``E[Z^h(a) Z^{h'}(b)]`` for any two vectors, from the joint Gaussian of their
+  parents: one argument each goes through :func:`~symscale.dual_kernel_numeric` (closed forms)
+  or :func:`~symscale.kernels.cross_kernel_numeric`; otherwise tensor Gauss-Hermite quadrature
+  when the joint dimension is at most 4, and Monte Carlo beyond (its standard error is reported
+  in :attr:`InfiniteRun.mc_stderr`).
+* NetsorK: LayerNorm and attention are deterministic linear maps across inputs at infinite width:
+  ``LN(h)(a) = (h(a) - m(a)) / sqrt(v(a) + eps)`` with the limiting mean and variance, and
+  attention ``o(a) = sum_b softmax_b(scale * E[Z^q(a) Z^k(b)]) v(b)``.
+
+Examples
+--------
+>>> import numpy as np, symscale as ss
+>>> from symscale.netsor import mlp, run_infinite
+>>> X = np.array([[1.0, 0.0], [0.6, 0.8]])
+>>> res = run_infinite(mlp(2, "relu", weight_var=2.0), X)
+>>> nngp, _ = ss.mlp_kernels(X, 2, "relu", weight_var=2.0)
+>>> bool(np.allclose(res.output(), nngp, rtol=1e-12))
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..activations import Activation, activation
+from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_hermite
+from ..kernels.moments import gaussian_moment_numeric
+from .data import prepare_inputs
+from .program import (Attention, Bias, Embed, LayerNorm, LinComb, MatMul, Readout, Weight,
+                      _kinds, _parents, as_graph, validate)
+
+__all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
+
+#: Largest joint Gaussian dimension integrated by tensor Gauss-Hermite quadrature.
+MAX_QUADRATURE_DIM = 4
+#: Monte Carlo samples per input pair beyond that dimension.
+MC_SAMPLES = 20_000
+_IDENTITY = activation("identity")
+
+
+@dataclass
+class InfiniteRun:
+    """Kernels of a program at infinite width (P x P arrays, float64).
+
+    Attributes
+    ----------
+    kernels : dict
+        Node -> ``E[Z^h(a) Z^h(b)]`` for every vector node (the covariance for G-variables);
+        readouts -> the output kernel.
+    means : dict
+        Node -> ``E[Z^h(a)]`` (P,) for every vector node.
+    mc_stderr : dict
+        ``(node, node')`` -> standard error of entries computed by Monte Carlo (only present when
+        a joint dimension exceeded :data:`MAX_QUADRATURE_DIM`).
+    """
+
+    kernels: dict
+    means: dict
+    mc_stderr: dict = field(default_factory=dict)
+    _engine: object = field(default=None, repr=False)
+
+    def output(self, name: str | None = None) -> np.ndarray:
+        """The output kernel of the readout ``name`` (the only one by default)."""
+        outs = [k for k in self.kernels if self._engine.kind.get(k) == "out"]
+        if name is None:
+            if len(outs) != 1:
+                raise ValueError(f"the program has readouts {outs}; pass name=")
+            name = outs[0]
+        if name not in outs:
+            raise KeyError(f"{name!r} is not a readout; readouts: {outs}")
+        return self.kernels[name]
+
+    def cross(self, a: str, b: str) -> np.ndarray:
+        """``E[Z^a(x) Z^b(x')]`` for two vector nodes (P x P, not symmetric in general)."""
+        return self._engine.moment(a, b)
+
+
+def run_infinite(program, X) -> InfiniteRun:
+    """Infinite-width kernels of every vector variable and output of ``program`` on inputs X.
+
+    Parameters
+    ----------
+    program : Program or networkx.DiGraph
+    X : array_like (P, d), array (P, T, d) for sequence programs (keys ``x_0..x_{T-1}``), or a
+        dict ``{data key: (P, d_key) array}``.
+
+    Returns
+    -------
+    InfiniteRun
+    """
+    G = as_graph(program)
+    validate(G)
+    data, P = prepare_inputs(G, X)
+    eng = _Engine(G, data, P)
+    kernels, means = {}, {}
+    for node, d in G.nodes(data=True):
+        op = d["op"]
+        if isinstance(op, Weight):
+            continue
+        if isinstance(op, Readout):
+            (h,) = eng.par[node].values()
+            kernels[node] = op.var * eng.moment(h, h) + op.bias_var
+            continue
+        kernels[node] = eng.moment(node, node)
+        means[node] = eng.mean(node)
+    return InfiniteRun(kernels, means, eng.mc_stderr, eng)
+
+
+class _Engine:
+    def __init__(self, G, data, P):
+        self.G, self.data, self.P = G, data, P
+        self.kind = _kinds(G)
+        self.par = {n: _parents(G, n) for n in G.nodes}
+        self._cov, self._mom, self._mean, self._mix = {}, {}, {}, {}
+        self.mc_stderr = {}
+        self.rng = np.random.default_rng(0)  # only for the documented Monte Carlo fallback
+
+    def op(self, n):
+        return self.G.nodes[n]["op"]
+
+    # -- covariance of G-variables -------------------------------------------------------------
+    def cov(self, a, b):
+        key = (a, b)
+        if key in self._cov:
+            return self._cov[key]
+        if (b, a) in self._cov:
+            return self._cov[(b, a)].T
+        out = self._cov_raw(a, b)
+        self._cov[key] = out
+        return out
+
+    def _cov_raw(self, a, b):
+        oa, ob = self.op(a), self.op(b)
+        # linear structure first (LinComb, LayerNorm/attention of a G)
+        for x, y, flip in ((a, b, False), (b, a, True)):
+            ox = self.op(x)
+            if isinstance(ox, LinComb):
+                parts = [c * self.cov(self.par[x][i], y) for i, c in enumerate(ox.coefficients)]
+                out = np.sum(parts, axis=0)
+                return out.T if flip else out
+            if isinstance(ox, (LayerNorm, Attention)):
+                M, _ = self.mix(x)
+                src = self.par[x][0 if isinstance(ox, LayerNorm) else "value"]
+                out = M @ self.cov(src, y)
+                return out.T if flip else out
+        if isinstance(oa, Embed) and isinstance(ob, Embed):
+            if oa.weight != ob.weight:
+                return np.zeros((self.P, self.P))
+            xa, xb = self.data[oa.data], self.data[ob.data]
+            return oa.weight_var * (xa @ xb.T) / xa.shape[1]
+        if isinstance(oa, Bias) and isinstance(ob, Bias):
+            return np.full((self.P, self.P), oa.var if a == b else 0.0)
+        if isinstance(oa, MatMul) and isinstance(ob, MatMul):
+            Aa, Ab = self.par[a]["A"], self.par[b]["A"]
+            if Aa != Ab or oa.transpose != ob.transpose:
+                return np.zeros((self.P, self.P))
+            return self.op(Aa).var * self.moment(self.par[a][0], self.par[b][0])
+        return np.zeros((self.P, self.P))
+
+    # -- position mixing (LayerNorm and attention) --------------------------------------------
+    def mix(self, n):
+        """(M, offset) with o(a) = sum_b M[a, b] v(b) + offset[a] at infinite width."""
+        if n in self._mix:
+            return self._mix[n]
+        op = self.op(n)
+        if isinstance(op, LayerNorm):
+            src = self.par[n][0]
+            m = self.mean(src)
+            var = np.diag(self.moment(src, src)) - m * m
+            scale = 1.0 / np.sqrt(np.maximum(var, 0.0) + op.eps)
+            if not np.all(np.isfinite(scale)):
+                raise FloatingPointError(f"LayerNorm {n!r}: zero variance at infinite width "
+                                         "(give eps > 0)")
+            out = (np.diag(scale), -m * scale)
+        else:
+            logits = op.scale * self.moment(self.par[n]["query"], self.par[n]["key"])
+            out = (_softmax(logits, op.causal), np.zeros(self.P))
+        self._mix[n] = out
+        return out
+
+    # -- moments of vectors -------------------------------------------------------------------
+    def mean(self, n):
+        if n in self._mean:
+            return self._mean[n]
+        op = self.op(n)
+        if self.kind[n] == "G" and not isinstance(op, (LayerNorm, Attention)):
+            out = np.zeros(self.P)
+        elif isinstance(op, (LayerNorm, Attention)):
+            M, off = self.mix(n)
+            src = self.par[n][0 if isinstance(op, LayerNorm) else "value"]
+            out = M @ self.mean(src) + off
+        else:
+            out = self._nonlin_mean(n)
+        self._mean[n] = out
+        return out
+
+    def moment(self, a, b):
+        key = (a, b)
+        if key in self._mom:
+            return self._mom[key]
+        if (b, a) in self._mom:
+            return self._mom[(b, a)].T
+        out = self._moment_raw(a, b)
+        self._mom[key] = out
+        return out
+
+    def _moment_raw(self, a, b):
+        for x, y, flip in ((a, b, False), (b, a, True)):
+            ox = self.op(x)
+            if isinstance(ox, (LayerNorm, Attention)) and self.kind[x] == "H":
+                M, off = self.mix(x)
+                src = self.par[x][0 if isinstance(ox, LayerNorm) else "value"]
+                out = M @ self.moment(src, y) + np.outer(off, self.mean(y))
+                return out.T if flip else out
+        if self.kind[a] == "G" and self.kind[b] == "G":
+            return self.cov(a, b)
+        fa, pa = self._function(a)
+        fb, pb = self._function(b)
+        return self._expectation(a, b, fa, pa, fb, pb)
+
+    def _function(self, n):
+        """(nonlinearity, [G parents]) with G-variables as identity of themselves."""
+        if self.kind[n] == "G":
+            return _IDENTITY, [n]
+        op = self.op(n)
+        return op.fn, [self.par[n][i] for i in range(op.arity)]
+
+    def _joint(self, pa, pb):
+        """Block covariance (P, P, D, D) of (pa at input x, pb at input x')."""
+        nodes = list(pa) + list(pb)
+        D = len(nodes)
+        C = np.empty((self.P, self.P, D, D))
+        for i, j in itertools.product(range(D), repeat=2):
+            block = self.cov(nodes[i], nodes[j])
+            ai = i < len(pa)
+            aj = j < len(pa)
+            if ai and aj:
+                C[:, :, i, j] = np.diag(block)[:, None]  # both at input x
+            elif not ai and not aj:
+                C[:, :, i, j] = np.diag(block)[None, :]  # both at input x'
+            elif ai:
+                C[:, :, i, j] = block                     # x vs x'
+            else:
+                C[:, :, i, j] = block.T
+        return C
+
+    def _expectation(self, a, b, fa, pa, fb, pb):
+        if len(pa) == 1 and len(pb) == 1 and isinstance(fa, Activation) \
+                and isinstance(fb, Activation):
+            q1 = np.diag(self.cov(pa[0], pa[0]))[:, None] * np.ones((1, self.P))
+            q2 = np.diag(self.cov(pb[0], pb[0]))[None, :] * np.ones((self.P, 1))
+            c = self.cov(pa[0], pb[0])
+            c = np.clip(c, -np.sqrt(q1 * q2), np.sqrt(q1 * q2))
+            if fa == fb:
+                return np.asarray(dual_kernel_numeric(fa, q1, c, q2))
+            return np.asarray(cross_kernel_numeric(fa, fb, q1, c, q2))
+        C = self._joint(pa, pb)
+        k = len(pa)
+
+        def func(z):  # z: (..., D)
+            return _apply(fa, z[..., :k]) * _apply(fb, z[..., k:])
+
+        value, se = _gaussian_expectation(func, C, self.rng)
+        if se is not None:
+            self.mc_stderr[(a, b)] = se
+        return value
+
+    def _nonlin_mean(self, n):
+        f, par = self._function(n)
+        if len(par) == 1 and isinstance(f, Activation):
+            return np.asarray(gaussian_moment_numeric(f, 0.0, np.diag(self.cov(par[0], par[0]))))
+        C = np.empty((self.P, len(par), len(par)))
+        for i, j in itertools.product(range(len(par)), repeat=2):
+            C[:, i, j] = np.diag(self.cov(par[i], par[j]))
+        value, se = _gaussian_expectation(lambda z: _apply(f, z), C, self.rng)
+        if se is not None:
+            self.mc_stderr[(n, "mean")] = se
+        return value
+
+
+def _apply(fn, z):
+    """Evaluate a nonlinearity on the last axis of z (k arguments)."""
+    if isinstance(fn, Activation):
+        return fn(z[..., 0])
+    args = [z[..., i] for i in range(fn.arity)]
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(np.asarray(fn.numpy()(*args), dtype=float), z.shape[:-1])
+
+
+def _psd_factor(C):
+    """L with L L^T = C for a stack of PSD matrices (eigen-decomposition, negatives clipped)."""
+    C = (C + np.swapaxes(C, -1, -2)) / 2
+    w, V = np.linalg.eigh(C)
+    return V * np.sqrt(np.maximum(w, 0.0))[..., None, :]
+
+
+def _gaussian_expectation(func, C, rng):
+    """E[func(z)] for z ~ N(0, C) over a stack of covariances C (..., D, D).
+
+    Tensor Gauss-Hermite for D <= MAX_QUADRATURE_DIM (deg chosen so deg^D <= 40000), Monte Carlo
+    with MC_SAMPLES draws beyond; returns (value, stderr or None).
+    """
+    D = C.shape[-1]
+    L = _psd_factor(C)
+    if D <= MAX_QUADRATURE_DIM:
+        deg = max(6, min(48, int(40000 ** (1.0 / D))))
+        z, w = gauss_hermite(deg)
+        grid = np.stack(np.meshgrid(*([z] * D), indexing="ij"), -1).reshape(-1, D)
+        weights = np.prod(np.stack(np.meshgrid(*([w] * D), indexing="ij"), -1).reshape(-1, D),
+                          axis=-1)
+        out = np.empty(C.shape[:-2])
+        flatL = L.reshape(-1, D, D)
+        flat = out.reshape(-1)
+        for i in range(flatL.shape[0]):
+            flat[i] = func(grid @ flatL[i].T) @ weights
+        return out, None
+    xi = rng.standard_normal((MC_SAMPLES, D))
+    flatL = L.reshape(-1, D, D)
+    vals = np.empty(flatL.shape[0])
+    ses = np.empty(flatL.shape[0])
+    for i in range(flatL.shape[0]):
+        s = func(xi @ flatL[i].T)
+        vals[i], ses[i] = s.mean(), s.std(ddof=1) / math.sqrt(MC_SAMPLES)
+    return vals.reshape(C.shape[:-2]), ses.reshape(C.shape[:-2])
+
+
+def _softmax(logits, causal):
+    L = np.array(logits, dtype=float)
+    if causal:
+        L[np.triu_indices(L.shape[0], 1)] = -np.inf
+    L -= L.max(axis=1, keepdims=True)
+    np.exp(L, out=L)
+    L /= L.sum(axis=1, keepdims=True)
+    return L
+

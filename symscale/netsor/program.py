@@ -1,0 +1,556 @@
+r"""Netsor programs as networkx graphs.
+
+A program is a ``networkx.DiGraph`` whose nodes carry an ``op`` attribute (one of the small
+frozen dataclasses below) and whose edges carry a ``slots`` attribute: the tuple of argument
+slots of the child that the parent fills (a tuple, because one vector may fill several slots,
+as in ``attention(g, g, g)``; a single ``slot`` attribute is accepted too). :class:`Program` wraps such a graph with builder methods; every
+function in :mod:`symscale.netsor` also accepts the plain graph.
+
+Variables (Tensor Programs I, arXiv:1910.12478, and NetsorK):
+
+* **A** — :class:`Weight`: an n x n matrix with iid N(0, var/n) entries; one A may be used by
+  several MatMuls (weight sharing), but never both as A and as A^T.
+* **G** — Gaussian vectors: :class:`Embed` (``U x`` for input data, U iid N(0, var/d)),
+  :class:`Bias` (a vector shared by all inputs), :class:`MatMul` outputs, :class:`LinComb` of G's,
+  and :class:`LayerNorm` / :class:`Attention` applied to a G.
+* **H** — everything else: :class:`NonLin` images of G's (G is a subset of H).
+* NetsorK: :class:`LayerNorm` (empirical mean and variance over the n coordinates) and
+  :class:`Attention` (softmax of 1/n-scaled logits <q_a, k_b>/n across the P inputs, which play
+  the role of sequence positions). Their scalar parameters become deterministic at infinite
+  width.
+* :class:`Readout`: ``out = sqrt(var/n) v^T h + sqrt(bias_var) beta`` with v, beta standard
+  Gaussian; ``dim`` independent outputs.
+
+Examples
+--------
+>>> from symscale.netsor import Program, validate
+>>> p = Program()
+>>> x = p.embed(weight_var=2.0)
+>>> h = p.nonlin("relu", x)
+>>> g = p.matmul(p.weight(var=2.0), h)
+>>> out = p.readout(p.nonlin("relu", g))
+>>> validate(p)
+>>> sorted(p.kinds().items())
+[('g', 'G'), ('g_1', 'G'), ('h', 'H'), ('h_1', 'H'), ('out', 'out'), ('W', 'A')]
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import sympy as sp
+
+from .._symbolic import parse_expression
+from ..activations import Activation, activation
+from ..errors import InvalidProgramError
+
+__all__ = [
+    "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "LinComb", "LayerNorm", "Attention",
+    "Readout", "validate", "as_graph", "kinds", "topological_order", "to_dot", "to_graphml",
+    "draw", "MultiNonlinearity",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# operations (node payloads)
+
+
+@dataclass(frozen=True)
+class Embed:
+    """Initial G-variable ``g = U x_data (+ bias)`` with U iid N(0, weight_var/d).
+
+    Embeds with the same ``weight`` share U (so their covariance is weight_var <x, x'>/d).
+    """
+
+    data: str = "x"
+    weight: str = "U"
+    weight_var: float = 1.0
+
+
+@dataclass(frozen=True)
+class Bias:
+    """Initial G-variable: one N(0, var) vector shared by every input (covariance var)."""
+
+    var: float = 1.0
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A-variable: n x n matrix with iid N(0, var/n) entries."""
+
+    var: float = 1.0
+
+
+@dataclass(frozen=True)
+class MatMul:
+    """``g = A h`` (or ``A^T h``); parents: the A in slot ``"A"`` and the H in slot 0."""
+
+    transpose: bool = False
+
+
+@dataclass(frozen=True)
+class MultiNonlinearity:
+    """A nonlinearity of k >= 1 arguments given as a sympy expression in ``x0 .. x{k-1}``."""
+
+    expr: sp.Expr
+    arity: int
+
+    @property
+    def label(self) -> str:
+        return str(self.expr)
+
+    @property
+    def symbols(self):
+        return tuple(sp.Symbol(f"x{i}", real=True) for i in range(self.arity))
+
+    def numpy(self):
+        """Vectorized evaluator f(x0, ..., x{k-1}) (cached)."""
+        return _lambdify_multi(self.expr, self.arity)
+
+    def derivative(self, i: int):
+        """Evaluator of the partial derivative in argument i (cached)."""
+        return _lambdify_multi(sp.diff(self.expr, sp.Symbol(f"x{i}", real=True)), self.arity)
+
+
+@functools.lru_cache(maxsize=256)
+def _lambdify_multi(expr, arity):
+    from ..printing import NumpyPrinter
+
+    symbols = tuple(sp.Symbol(f"x{i}", real=True) for i in range(arity))
+    return sp.lambdify(symbols, expr, modules=["scipy", "numpy"], printer=NumpyPrinter)
+
+
+@dataclass(frozen=True)
+class NonLin:
+    """``h = phi(g_0, ..., g_{k-1})``: an :class:`Activation` (k = 1) or a multi-argument one."""
+
+    fn: Any  # Activation | MultiNonlinearity
+
+    @property
+    def arity(self) -> int:
+        return 1 if isinstance(self.fn, Activation) else self.fn.arity
+
+    @property
+    def label(self) -> str:
+        return self.fn.label
+
+
+@dataclass(frozen=True)
+class LinComb:
+    """``g = sum_i coefficients[i] g_i`` over G-variables."""
+
+    coefficients: tuple
+
+
+@dataclass(frozen=True)
+class LayerNorm:
+    """``(h - mean_n(h)) / sqrt(var_n(h) + eps)`` per input (NetsorK scalar parameters)."""
+
+    eps: float = 0.0
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Softmax attention across the P inputs with logits ``scale * <q_a, k_b> / n``.
+
+    Parents in slots ``"query"``, ``"key"``, ``"value"``; ``causal`` masks b > a.
+    """
+
+    scale: float = 1.0
+    causal: bool = False
+
+
+@dataclass(frozen=True)
+class Readout:
+    """Output ``sqrt(var/n) v^T h + sqrt(bias_var) beta``, ``dim`` independent outputs."""
+
+    var: float = 1.0
+    bias_var: float = 0.0
+    dim: int = 1
+
+
+_VECTOR_OPS = (Embed, Bias, MatMul, NonLin, LinComb, LayerNorm, Attention)
+_SLOTS = {
+    MatMul: {"A", 0},
+    Attention: {"query", "key", "value"},
+    Readout: {0},
+    LayerNorm: {0},
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the wrapper
+
+
+class Program:
+    """A Netsor program: a ``networkx.DiGraph`` with builder methods.
+
+    Every builder method returns the new node's name; names are generated (``g``, ``g_1``,
+    ``h``...) unless given. ``meta`` holds builder information (used by the NTK recursions).
+    """
+
+    def __init__(self, graph: nx.DiGraph | None = None, meta: dict | None = None):
+        self.graph = nx.DiGraph() if graph is None else graph
+        self.meta = dict(meta or {})
+        self._counter = itertools.count()
+
+    # -- naming
+    def _name(self, name, prefix):
+        if name is not None:
+            if name in self.graph:
+                raise InvalidProgramError(f"node {name!r} already exists")
+            return name
+        if prefix not in self.graph:
+            return prefix
+        for i in itertools.count(1):
+            cand = f"{prefix}_{i}"
+            if cand not in self.graph:
+                return cand
+
+    def _add(self, name, prefix, op, parents=()):
+        name = self._name(name, prefix)
+        for parent, _ in parents:
+            if parent not in self.graph:
+                raise InvalidProgramError(f"node {name!r}: parent {parent!r} does not exist")
+        self.graph.add_node(name, op=op)
+        for parent, slot in parents:
+            if self.graph.has_edge(parent, name):
+                self.graph.edges[parent, name]["slots"] += (slot,)
+            else:
+                self.graph.add_edge(parent, name, slots=(slot,))
+        return name
+
+    # -- builders
+    def embed(self, data: str = "x", *, weight: str = "U", weight_var: float = 1.0,
+              name: str | None = None) -> str:
+        """Input G-variable ``U x_data``; Embeds naming the same ``weight`` share U."""
+        return self._add(name, "g", Embed(data, weight, float(weight_var)))
+
+    def bias(self, var: float = 1.0, *, name: str | None = None) -> str:
+        """A bias vector (G-variable, identical for all inputs)."""
+        return self._add(name, "b", Bias(float(var)))
+
+    def weight(self, var: float = 1.0, *, name: str | None = None) -> str:
+        """An A-variable (n x n, entries N(0, var/n))."""
+        return self._add(name, "W", Weight(float(var)))
+
+    def matmul(self, A: str, h: str, *, transpose: bool = False, name: str | None = None) -> str:
+        """``A h`` (``A^T h`` with ``transpose=True``)."""
+        return self._add(name, "g", MatMul(bool(transpose)), [(A, "A"), (h, 0)])
+
+    def nonlin(self, fn, *args: str, name: str | None = None, **params) -> str:
+        """``phi(g_0, ...)``: ``fn`` is a registry name/Activation (one argument) or a sympy
+        expression / string in ``x0, x1, ...`` (any number of arguments)."""
+        return self._add(name, "h", NonLin(_as_nonlinearity(fn, len(args), params)),
+                         [(a, i) for i, a in enumerate(args)])
+
+    def lincomb(self, coefficients, *args: str, name: str | None = None) -> str:
+        """``sum_i c_i g_i``."""
+        coeffs = tuple(float(c) for c in coefficients)
+        return self._add(name, "g", LinComb(coeffs), [(a, i) for i, a in enumerate(args)])
+
+    def layernorm(self, h: str, *, eps: float = 0.0, name: str | None = None) -> str:
+        """Layer normalization over the n coordinates (per input)."""
+        return self._add(name, "ln", LayerNorm(float(eps)), [(h, 0)])
+
+    def attention(self, query: str, key: str, value: str, *, scale: float = 1.0,
+                  causal: bool = False, name: str | None = None) -> str:
+        """Softmax attention across inputs with 1/n-scaled logits."""
+        return self._add(name, "att", Attention(float(scale), bool(causal)),
+                         [(query, "query"), (key, "key"), (value, "value")])
+
+    def readout(self, h: str, *, var: float = 1.0, bias_var: float = 0.0, dim: int = 1,
+                name: str | None = None) -> str:
+        """An output readout of ``h``."""
+        return self._add(name, "out", Readout(float(var), float(bias_var), int(dim)), [(h, 0)])
+
+    # -- views
+    def kinds(self) -> dict:
+        """Node name -> ``"A"``, ``"G"``, ``"H"`` or ``"out"`` (validates first)."""
+        return kinds(self)
+
+    @property
+    def outputs(self) -> list[str]:
+        return [n for n, d in self.graph.nodes(data=True) if isinstance(d.get("op"), Readout)]
+
+    def __repr__(self) -> str:
+        return f"Program({self.graph.number_of_nodes()} nodes, outputs={self.outputs})"
+
+
+def _as_nonlinearity(fn, k, params):
+    """A registry activation (one argument) or a MultiNonlinearity from an expression."""
+    if isinstance(fn, (Activation, MultiNonlinearity)):
+        if params:
+            raise TypeError("parameters cannot be given with an Activation instance")
+        return fn
+    if isinstance(fn, str) and fn.isidentifier():
+        return activation(fn, **params)  # a registry name (KeyError lists the names)
+    if isinstance(fn, (sp.Expr, str)):
+        expr = parse_expression(fn, "fn") if isinstance(fn, str) else fn
+        names = {f"x{i}": sp.Symbol(f"x{i}", real=True) for i in range(k)}
+        extra = sorted(str(s) for s in expr.free_symbols if str(s) not in names)
+        if extra:
+            raise InvalidProgramError(f"nonlinearity {expr} uses {extra}; arguments are "
+                                      f"{sorted(names)}")
+        expr = expr.xreplace({s: names[str(s)] for s in expr.free_symbols})
+        return MultiNonlinearity(expr, k)
+    return activation(fn, **params)  # raises the registry's KeyError/TypeError
+
+
+# ---------------------------------------------------------------------------------------------
+# validation and typing
+
+
+def as_graph(program) -> nx.DiGraph:
+    """The DiGraph of a :class:`Program` or the graph itself."""
+    if isinstance(program, Program):
+        return program.graph
+    if isinstance(program, nx.DiGraph):
+        return program
+    raise TypeError(f"program must be a symscale.netsor.Program or a networkx.DiGraph, got "
+                    f"{type(program).__name__}")
+
+
+def _parents(G, node):
+    """{slot: parent} of ``node``; raises on duplicate or missing slots."""
+    out = {}
+    for parent in G.predecessors(node):
+        for slot in _edge_slots(G.edges[parent, node], node, parent):
+            if slot in out:
+                raise InvalidProgramError(f"node {node!r}: slot {slot!r} is filled twice "
+                                          f"({out[slot]!r} and {parent!r})")
+            out[slot] = parent
+    return out
+
+
+def _edge_slots(data, node, parent):
+    if "slots" in data:
+        slots = data["slots"]
+        if not isinstance(slots, tuple):
+            raise InvalidProgramError(f"edge {parent!r} -> {node!r}: slots must be a tuple, got "
+                                      f"{slots!r}")
+        return slots
+    if "slot" in data:
+        return (data["slot"],)
+    raise InvalidProgramError(f"edge {parent!r} -> {node!r} has no slot attribute")
+
+
+def kinds(program) -> dict:
+    """Type every node (``"A"``, ``"G"``, ``"H"``, ``"out"``) after validating the program."""
+    G = as_graph(program)
+    validate(G)
+    return _kinds(G)
+
+
+def _kinds(G):
+    kind = {}
+    for node in nx.topological_sort(G):
+        kind[node] = _kinds_one(G.nodes[node]["op"], _parents(G, node), kind)
+    return kind
+
+
+def validate(program) -> None:
+    """Check a program; raise :class:`InvalidProgramError` naming the node and the reason.
+
+    Checks: every node has a known ``op``; the graph is acyclic; every argument slot is filled
+    by a node of the right type (A for MatMul's matrix, G for NonLin/LinComb arguments, G or H
+    for vectors); arities; no A used both as A and as A^T; at least one readout; readouts have
+    no children.
+    """
+    G = as_graph(program)
+    if G.number_of_nodes() == 0:
+        raise InvalidProgramError("the program is empty")
+    for node, data in G.nodes(data=True):
+        op = data.get("op")
+        if op is None:
+            raise InvalidProgramError(f"dangling node {node!r}: it has no op (an edge to a "
+                                      "node that was never defined?)")
+        if not isinstance(op, (*_VECTOR_OPS, Weight, Readout)):
+            raise InvalidProgramError(f"node {node!r}: unknown op {op!r}")
+    if not nx.is_directed_acyclic_graph(G):
+        cycle = nx.find_cycle(G)
+        raise InvalidProgramError(f"the program has a cycle through node {cycle[0][0]!r}: "
+                                  + " -> ".join(str(u) for u, _ in cycle))
+    kind: dict = {}
+    transposed: dict = {}
+    for node in nx.topological_sort(G):
+        op = G.nodes[node]["op"]
+        par = _parents(G, node)
+        _check_node(G, node, op, par, kind, transposed)
+        kind[node] = _kinds_one(op, par, kind)
+    if not any(isinstance(d["op"], Readout) for _, d in G.nodes(data=True)):
+        raise InvalidProgramError("the program has no output readout")
+
+
+def _kinds_one(op, par, kind):
+    """Type of one node given its parents' types. LayerNorm of a G (zero mean) is a rescaled G,
+    and attention mixes a G across inputs with deterministic weights: both stay G."""
+    if isinstance(op, Weight):
+        return "A"
+    if isinstance(op, (Embed, Bias, MatMul, LinComb)):
+        return "G"
+    if isinstance(op, NonLin):
+        return "H"
+    if isinstance(op, LayerNorm):
+        return kind[par[0]]
+    if isinstance(op, Attention):
+        return kind[par["value"]]
+    return "out"
+
+
+def _expect(node, par, slots):
+    have = set(par)
+    if have != set(slots):
+        missing = sorted(map(str, set(slots) - have))
+        extra = sorted(map(str, have - set(slots)))
+        why = []
+        if missing:
+            why.append(f"missing argument(s) {missing}")
+        if extra:
+            why.append(f"unexpected argument(s) {extra}")
+        raise InvalidProgramError(f"node {node!r}: wrong arity: " + "; ".join(why))
+
+
+def _check_node(G, node, op, par, kind, transposed):
+    def need(slot, allowed, what):
+        got = kind.get(par[slot])
+        if got not in allowed:
+            raise InvalidProgramError(
+                f"node {node!r}: argument {slot!r} must be {what}, got {par[slot]!r} of type "
+                f"{got}")
+
+    if isinstance(op, (Embed, Bias, Weight)):
+        _expect(node, par, ())
+        for name, value in vars(op).items():
+            if isinstance(value, float) and not value >= 0:
+                raise InvalidProgramError(f"node {node!r}: {name} must be >= 0, got {value}")
+        return
+    if isinstance(op, MatMul):
+        _expect(node, par, ("A", 0))
+        need("A", {"A"}, "an A-variable (Weight)")
+        need(0, {"G", "H"}, "a vector (G or H)")
+        A = par["A"]
+        prev = transposed.setdefault(A, op.transpose)
+        if prev != op.transpose:
+            raise InvalidProgramError(
+                f"node {node!r}: A-variable {A!r} is used both as A and as A^T, which Netsor "
+                "forbids (the Gaussian conditioning of Netsor^T would be needed)")
+        return
+    if isinstance(op, NonLin):
+        fn = op.fn
+        if not isinstance(fn, (Activation, MultiNonlinearity)):
+            raise InvalidProgramError(f"node {node!r}: nonlinearity {fn!r} is not an "
+                                      "Activation or a MultiNonlinearity")
+        if isinstance(fn, Activation) and not fn.is_numeric:
+            raise InvalidProgramError(f"node {node!r}: activation {fn.label} has symbolic "
+                                      "parameters")
+        _expect(node, par, tuple(range(op.arity)))
+        for i in range(op.arity):
+            need(i, {"G"}, "a G-variable (NonLin acts on Gaussian vectors)")
+        return
+    if isinstance(op, LinComb):
+        if len(op.coefficients) == 0:
+            raise InvalidProgramError(f"node {node!r}: LinComb needs at least one term")
+        _expect(node, par, tuple(range(len(op.coefficients))))
+        for i in range(len(op.coefficients)):
+            need(i, {"G"}, "a G-variable")
+        return
+    if isinstance(op, LayerNorm):
+        _expect(node, par, (0,))
+        need(0, {"G", "H"}, "a vector")
+        if not op.eps >= 0:
+            raise InvalidProgramError(f"node {node!r}: eps must be >= 0, got {op.eps}")
+        return
+    if isinstance(op, Attention):
+        _expect(node, par, ("query", "key", "value"))
+        for slot in ("query", "key", "value"):
+            need(slot, {"G", "H"}, "a vector")
+        return
+    if isinstance(op, Readout):
+        _expect(node, par, (0,))
+        need(0, {"G", "H"}, "a vector")
+        if G.out_degree(node):
+            raise InvalidProgramError(f"node {node!r}: a readout cannot feed other nodes")
+        if op.dim < 1 or not op.var >= 0 or not op.bias_var >= 0:
+            raise InvalidProgramError(f"node {node!r}: readout needs dim >= 1 and "
+                                      "non-negative variances")
+
+
+def topological_order(program) -> list:
+    """Nodes in a deterministic topological order (ties broken by insertion order)."""
+    G = as_graph(program)
+    index = {n: i for i, n in enumerate(G.nodes)}
+    return list(nx.lexicographical_topological_sort(G, key=lambda n: index[n]))
+
+
+def parents(program, node) -> dict:
+    """``{slot: parent}`` of a node."""
+    return _parents(as_graph(program), node)
+
+
+# ---------------------------------------------------------------------------------------------
+# export
+
+
+def _label(op) -> str:
+    if isinstance(op, NonLin):
+        return f"NonLin[{op.label}]"
+    fields = ", ".join(f"{k}={v}" for k, v in vars(op).items())
+    return f"{type(op).__name__}({fields})"
+
+
+def _plain(G) -> nx.DiGraph:
+    """A copy with string attributes only (for DOT/GraphML)."""
+    kind = _kinds(G)
+    H = nx.DiGraph()
+    for node, data in G.nodes(data=True):
+        H.add_node(str(node), label=_label(data["op"]), kind=kind[node])
+    for u, v, data in G.edges(data=True):
+        H.add_edge(str(u), str(v), slot=",".join(map(str, _edge_slots(data, v, u))))
+    return H
+
+
+def to_dot(program) -> str:
+    """Graphviz DOT source of the program (no graphviz installation needed)."""
+    G = as_graph(program)
+    validate(G)
+    H = _plain(G)
+    shape = {"A": "box", "G": "ellipse", "H": "ellipse", "out": "doubleoctagon"}
+    lines = ["digraph netsor {"]
+    for node, data in H.nodes(data=True):
+        lines.append(f'  "{node}" [label="{node}\\n{data["label"]}", '
+                     f'shape={shape[data["kind"]]}];')
+    for u, v, data in H.edges(data=True):
+        lines.append(f'  "{u}" -> "{v}" [label="{data["slot"]}"];')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def to_graphml(program, path) -> None:
+    """Write the program as GraphML (string attributes: label, kind, slot)."""
+    G = as_graph(program)
+    validate(G)
+    nx.write_graphml(_plain(G), path)
+
+
+def draw(program, ax=None):
+    """Draw the program with matplotlib (imported only here); returns the axes."""
+    import matplotlib.pyplot as plt
+
+    G = as_graph(program)
+    validate(G)
+    H = _plain(G)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 5))
+    layers = {n: i for i, gen in enumerate(nx.topological_generations(H)) for n in gen}
+    nx.set_node_attributes(H, layers, "layer")
+    pos = nx.multipartite_layout(H, subset_key="layer", align="horizontal")
+    colors = {"A": "#dddddd", "G": "#9ecae1", "H": "#fdae6b", "out": "#a1d99b"}
+    nx.draw_networkx(H, pos, ax=ax, node_color=[colors[d["kind"]] for _, d in
+                                                H.nodes(data=True)], font_size=8)
+    ax.set_axis_off()
+    return ax

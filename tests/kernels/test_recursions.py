@@ -1,0 +1,113 @@
+"""mlp_kernels / resnet_kernels against the layer-by-layer rule, mpmath, and the NT convention."""
+
+import mpmath
+import numpy as np
+import pytest
+
+import symscale as ss
+from symscale.kernels import input_kernel, mlp_kernels, resnet_kernels
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((6, 4))
+
+
+def _layerwise(X, depth, act, w, b, resnet_scale=None):
+    """The recursion written out with dual_kernel_numeric (no fused path)."""
+    S = input_kernel(X, w, b)
+    T = S.copy()
+    for _ in range(depth):
+        d = np.diag(S).copy()
+        V = ss.dual_kernel_numeric(act, d[:, None], S, d[None, :])
+        Vd = ss.dual_kernel_numeric(act, d[:, None], S, d[None, :], derivative=True)
+        if resnet_scale is None:
+            S, T = w * V + b, w * V + b + w * Vd * T
+        else:
+            br = w * V + b
+            T = T + resnet_scale**2 * (br + w * Vd * T)
+            S = S + resnet_scale**2 * br
+    if resnet_scale is not None:
+        S, T = w * S + b, w * S + b + w * T
+    return S, T
+
+
+@pytest.mark.parametrize("act", ["relu", "leaky_relu", "abs", "erf", "gelu", "tanh", "sin"])
+def test_mlp_kernels_equal_the_layerwise_rule(act):
+    nngp, ntk = mlp_kernels(X, 3, act, weight_var=1.6, bias_var=0.2)
+    S, T = _layerwise(X, 3, act, 1.6, 0.2)
+    np.testing.assert_allclose(nngp, S, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(ntk, T, rtol=1e-13, atol=1e-15)
+    assert np.array_equal(nngp, nngp.T) and np.array_equal(ntk, ntk.T)
+
+
+def test_resnet_kernels_equal_the_layerwise_rule():
+    nngp, ntk = resnet_kernels(X, 4, "relu", branch_scale=0.6, weight_var=1.5, bias_var=0.1)
+    S, T = _layerwise(X, 4, "relu", 1.5, 0.1, resnet_scale=0.6)
+    np.testing.assert_allclose(nngp, S, rtol=1e-13)
+    np.testing.assert_allclose(ntk, T, rtol=1e-13)
+
+
+def _mp_relu(X, depth, w):
+    with mpmath.workdps(40):
+        P = X.shape[0]
+        K = [[mpmath.mpf(w) * mpmath.fsum(mpmath.mpf(X[a, k]) * mpmath.mpf(X[b, k])
+                                           for k in range(X.shape[1])) / X.shape[1]
+              for b in range(P)] for a in range(P)]
+        T = [row[:] for row in K]
+        for _ in range(depth):
+            Kn = [[None] * P for _ in range(P)]
+            Tn = [[None] * P for _ in range(P)]
+            for a in range(P):
+                for b in range(P):
+                    s = mpmath.sqrt(K[a][a] * K[b][b])
+                    th = mpmath.acos(max(min(K[a][b] / s, 1), -1))
+                    V = s * (mpmath.sin(th) + (mpmath.pi - th) * mpmath.cos(th)) / (2 * mpmath.pi)
+                    Kn[a][b] = w * V
+                    Tn[a][b] = w * V + w * (mpmath.pi - th) / (2 * mpmath.pi) * T[a][b]
+            K, T = Kn, Tn
+        return (np.array([[float(v) for v in r] for r in K]),
+                np.array([[float(v) for v in r] for r in T]))
+
+
+@pytest.mark.parametrize("depth", [1, 10, 40])
+def test_relu_fused_path_is_accurate_at_depth(depth):
+    """No drift on the diagonal: the fused path keeps the gap exactly 0 there."""
+    nngp, ntk = mlp_kernels(X[:4], depth, "relu", weight_var=2.0)
+    K, T = _mp_relu(X[:4], depth, 2.0)
+    assert np.abs(nngp - K).max() <= 1e-14 * np.abs(K).max()
+    assert np.abs(ntk - T).max() <= 1e-13 * np.abs(T).max()
+
+
+def test_known_single_layer_values():
+    X2 = np.eye(2)
+    nngp, ntk = mlp_kernels(X2, 1, "relu", weight_var=2.0)
+    np.testing.assert_allclose(nngp, [[1.0, 1 / np.pi], [1 / np.pi, 1.0]], rtol=1e-15)
+    # Theta = Sigma_1 + w V'(Sigma_0) Theta_0: diag 1 + 2 * 1/2 * 1, off-diag 1/pi + 0
+    np.testing.assert_allclose(ntk, [[2.0, 1 / np.pi], [1 / np.pi, 2.0]], rtol=1e-15)
+    assert mlp_kernels(X2, 0, "relu")[0].tolist() == [[0.5, 0.0], [0.0, 0.5]]
+
+
+def test_ntk_false_and_activation_instance():
+    nngp, ntk = mlp_kernels(X, 2, ss.activation("leaky_relu", alpha=0.1), 2.0, ntk=False)
+    assert ntk is None and nngp.shape == (6, 6)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"depth": -1}, "depth must be an integer >= 0"),
+    ({"depth": 2.5}, "depth must be an integer"),
+    ({"depth": 1, "weight_var": -1.0}, "weight_var must be finite and >= 0"),
+    ({"depth": 1, "bias_var": float("nan")}, "bias_var must be finite"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mlp_kernels(X, **kwargs)
+
+
+def test_bad_inputs():
+    bad = X.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"X must be finite.*index \(1, 2\)"):
+        mlp_kernels(bad, 1)
+    with pytest.raises(ValueError, match="P x d"):
+        mlp_kernels(np.ones(3), 1)
+    with pytest.raises(KeyError, match="available"):
+        mlp_kernels(X, 1, "rectifier")

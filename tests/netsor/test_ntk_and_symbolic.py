@@ -1,0 +1,156 @@
+"""NTK (infinite vs empirical) and symbolic kernels of Netsor programs."""
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import symscale as ss
+from symscale import NoClosedFormError
+from symscale.netsor import (Program, attention_block, empirical_ntk, infinite_ntk, layernorm_mlp,
+                             mlp, resnet, rnn, symbolic_kernel)
+from symscale.netsor.symbolic import x11, x12, x22
+from symscale.testing import fit_loglog_slope
+
+X = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8], [-0.5, 0.5, 0.7071]])
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+@pytest.mark.slow
+def test_empirical_ntk_of_a_3_layer_relu_mlp():
+    p = mlp(3, "relu", weight_var=2.0)
+    theta = infinite_ntk(p, X)
+    emp = empirical_ntk(p, X, width=2048, n_networks=16, seed=0)
+    assert _rel(emp.mean(axis=0), theta) < 0.03
+    # single networks: the error is a finite-width fluctuation that falls like width^-1/2
+    widths = np.array([128, 256, 512, 1024, 2048])
+    errs = [np.mean([_rel(e, theta) for e in empirical_ntk(p, X, width=n, n_networks=16,
+                                                           seed=int(n))]) for n in widths]
+    fit = fit_loglog_slope(widths, errs)
+    assert -0.65 <= fit.slope <= -0.35, fit.slope
+
+
+def test_empirical_ntk_of_a_resnet():
+    p = resnet(3, "tanh", branch_scale=0.7, weight_var=1.2, bias_var=0.1)
+    theta = infinite_ntk(p, X)
+    emp = empirical_ntk(p, X, width=1024, n_networks=8, seed=1)
+    assert _rel(emp.mean(axis=0), theta) < 0.03
+
+
+def test_factorized_gram_equals_explicit_jacobian():
+    for p in (mlp(2, "gelu", 1.5, 0.2), resnet(2, "relu", 0.5, 2.0, 0.1), rnn(3, "tanh"),
+              _multi()):
+        data = np.random.default_rng(2).standard_normal((3, 3, 3)) \
+            if p.meta.get("builder") == "rnn" else X
+        a = empirical_ntk(p, data, width=12, n_networks=2, seed=4)
+        b = empirical_ntk(p, data, width=12, n_networks=2, seed=4, explicit=True)
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def _multi():
+    p = Program()
+    g = p.embed(weight_var=1.5)
+    W = p.weight(1.0)
+    a = p.matmul(W, p.nonlin("relu", g))
+    b = p.matmul(W, p.nonlin("x0*x1 + sin(x0)", g, a), transpose=False)
+    p.readout(p.nonlin("tanh", b), var=1.0, bias_var=0.3)
+    return p
+
+
+def test_empirical_ntk_matches_finite_differences():
+    """d f / d theta from the program's backward pass against central differences, through the
+    NTK diagonal: Theta(a, a) = |grad f(a)|^2 = sum over parameters of (df/dtheta)^2."""
+    from symscale.netsor import finite, ntk
+    from symscale.netsor.program import _kinds, _parents, topological_order
+
+    p = mlp(2, "tanh", 1.3, 0.2)
+    G = p.graph
+    order, par, kind = topological_order(G), {n: _parents(G, n) for n in G}, _kinds(G)
+    data = {"x": X[:2]}
+    net = finite.simulate_network(G, order, par, data, 6, np.random.default_rng(0))
+    delta = ntk._backward(G, order, par, kind, net, 6, 2)
+    # perturb one entry of the hidden matrix W and compare with delta_g * h / sqrt(n) * sigma
+    W = net.weights["W"]
+    eps = 1e-6
+    gnode = next(n for n in G.successors("W"))
+    h = net.values[par[gnode][0]]
+    i, j = 2, 4
+    grad = delta[gnode][i] * h[j]  # d out / d W_ij for both inputs
+
+    import networkx as nx
+
+    downstream = nx.descendants(G, gnode)
+
+    def output(Wmod):
+        vals = dict(net.values)
+        vals[gnode] = Wmod @ h
+        for node in [n for n in order if n in downstream]:
+            op = G.nodes[node]["op"]
+            if node.startswith("out"):
+                v = net.readouts[node]
+                return np.sqrt(op.var / 6) * (v @ vals[par[node][0]])[0]
+            if hasattr(op, "fn"):
+                vals[node] = op.fn(vals[par[node][0]])
+            else:
+                vals[node] = sum(c * vals[par[node][k]] for k, c in enumerate(op.coefficients))
+
+    Wp, Wm = W.copy(), W.copy()
+    Wp[i, j] += eps
+    Wm[i, j] -= eps
+    fd = (output(Wp) - output(Wm)) / (2 * eps)
+    np.testing.assert_allclose(fd, grad, rtol=1e-6, atol=1e-9)
+
+
+def test_infinite_ntk_refuses_other_programs():
+    with pytest.raises(NotImplementedError, match="empirical_ntk"):
+        infinite_ntk(rnn(3), np.ones((2, 3, 2)))
+    p = mlp(2, "relu", 2.0)
+    p.graph.nodes["W"]["op"] = type(p.graph.nodes["W"]["op"])(var=1.0)  # edited after building
+    with pytest.raises(ValueError, match="no longer matches"):
+        infinite_ntk(p, X)
+
+
+def test_empirical_ntk_argument_errors():
+    with pytest.raises(NotImplementedError, match="LayerNorm"):
+        empirical_ntk(layernorm_mlp(1), X, width=8, n_networks=1)
+    p = mlp(1)
+    p.readout("h", name="out2")
+    with pytest.raises(ValueError, match="exactly one readout"):
+        empirical_ntk(p, X, width=8, n_networks=1)
+
+
+def test_symbolic_kernel_of_a_two_layer_relu_mlp_is_the_nested_arccos_formula():
+    K = symbolic_kernel(mlp(2, "relu", weight_var=2.0))
+    assert K.names == ("x11", "x12", "x22")
+    # one layer: Sigma_1 = 2 V_relu(x) (nested once more for the second layer)
+    V = ss.dual_kernel("relu").expr
+    q11, q12, q22 = (sp.Symbol(n, **a) for n, a in (("q11", {"positive": True}),
+                                                     ("q12", {"real": True}),
+                                                     ("q22", {"positive": True})))
+    s1 = 2 * V.subs({q11: 2 * x11, q12: 2 * x12, q22: 2 * x22})
+    d1, d2 = x11, x22  # relu keeps the diagonal: 2 * (2 x / 2) = 2 x
+    want = 2 * V.subs({q11: 2 * d1, q12: s1, q22: 2 * d2}, simultaneous=True)
+    for point in [(1.0, 0.3, 2.0), (0.5, -0.4, 0.9)]:
+        sub = dict(zip((x11, x12, x22), point))
+        assert abs(float(K.expr.subs(sub)) - float(want.subs(sub))) < 1e-13
+    assert r"\operatorname{acos}" in K.latex()
+    assert K.check(n_points=2, n_samples=100_000, seed=2).passed
+
+
+def test_symbolic_kernel_handles_weight_sharing_and_layernorm():
+    data = np.random.default_rng(1).standard_normal((2, 4))
+    for p in (resnet(2, "erf", 0.5, 1.3, 0.1), layernorm_mlp(2, "relu", 2.0)):
+        K = symbolic_kernel(p)
+        from symscale.netsor import run_infinite
+
+        ref = run_infinite(p, data).output()
+        G = data @ data.T / 4
+        np.testing.assert_allclose(float(K(G[0, 0], G[0, 1], G[1, 1])), ref[0, 1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("program", [attention_block("relu"), rnn(2, "tanh")])
+def test_symbolic_kernel_refuses_what_it_cannot_do(program):
+    with pytest.raises(NoClosedFormError, match="run_infinite"):
+        symbolic_kernel(program)
