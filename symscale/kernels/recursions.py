@@ -25,9 +25,9 @@ Examples
 >>> import numpy as np, symscale as ss
 >>> X = np.array([[1.0, 0.0], [0.0, 1.0]])
 >>> nngp, ntk = ss.mlp_kernels(X, depth=1, activation="relu", weight_var=2.0)
->>> np.round(nngp, 6)
-array([[1.      , 0.31831 ],
-       [0.31831 , 1.      ]])
+>>> np.round(nngp, 6)          # 2 V_relu: q on the diagonal, 2/(2 pi) = 1/pi off it
+array([[1.     , 0.31831],
+       [0.31831, 1.     ]])
 """
 
 from __future__ import annotations

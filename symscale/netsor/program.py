@@ -31,7 +31,7 @@ Examples
 >>> out = p.readout(p.nonlin("relu", g))
 >>> validate(p)
 >>> sorted(p.kinds().items())
-[('g', 'G'), ('g_1', 'G'), ('h', 'H'), ('h_1', 'H'), ('out', 'out'), ('W', 'A')]
+[('W', 'A'), ('g', 'G'), ('g_1', 'G'), ('h', 'H'), ('h_1', 'H'), ('out', 'out')]
 """
 
 from __future__ import annotations

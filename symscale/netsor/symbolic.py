@@ -17,8 +17,8 @@ Examples
 >>> K = symbolic_kernel(mlp(1, "relu", weight_var=2.0))
 >>> K.names
 ('x11', 'x12', 'x22')
->>> round(float(K(1.0, 0.0, 1.0)), 12)   # 2 * V_relu at rho = 0: 2 * (1 / 2 pi)
-0.318309886184
+>>> round(float(K(1.0, 0.0, 1.0)), 12)   # 2 V_relu(2, 0, 2) = 2 * 2/(2 pi) = 2/pi
+0.636619772368
 """
 
 from __future__ import annotations

@@ -1,0 +1,424 @@
+r"""Wasserstein distances between empirical distributions: exact 1-D and sliced.
+
+:func:`wasserstein_1d` computes :math:`W_p` between two weighted 1-D samples by the quantile
+formula
+
+.. math:: W_p^p(\mu,\nu) = \int_0^1 |F^{-1}(t) - G^{-1}(t)|^p\,dt,
+
+which is exact for discrete measures: both quantile functions are constant between consecutive
+points of the merged set of cumulative weights, so the integral is a finite sum.
+
+:func:`sliced_wasserstein` averages :math:`W_p^p` over random directions,
+
+.. math:: SW_p(\mu,\nu) = \Big(\frac1K\sum_{k=1}^K
+          W_p^p(\theta_k\cdot X, \theta_k\cdot Y)\Big)^{1/p},
+
+the definition of POT's ``ot.sliced_wasserstein_distance(..., p=p)``. For equal sample sizes
+without weights :math:`W_p^p` is the mean of :math:`|x_{(i)}-y_{(i)}|^p` over sorted values. The
+projections are processed in chunks of bounded memory, each projected in a row-major
+``(chunk, n)`` block (sorted along contiguous rows, in place) by a pool of ``n_jobs`` threads; numpy
+releases the GIL while sorting, so the threads run in parallel.
+
+Unlike POT's ``ot.wasserstein_1d``, which returns :math:`W_p^p`, every function here returns the
+distance itself.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.metrics import wasserstein_1d, sliced_wasserstein
+>>> wasserstein_1d([0.0], [2.0], p=2)                  # point masses at 0 and 2
+2.0
+>>> round(sliced_wasserstein([[0.0, 0, 0]], [[2.0, 0, 0]], projections=np.eye(3), p=2)**2, 12)
+1.333333333333
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import queue
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+__all__ = ["wasserstein_1d", "projections", "sliced_wasserstein"]
+
+#: Default memory of one projected chunk of one sample (bytes); each worker thread holds one chunk
+#: per sample. Every chunk re-reads the whole sample to project it, so very small chunks are
+#: memory-bound (1 MiB: 2.5x slower on the 1e5 x 16, 500-projection benchmark), while 4-16 MiB
+#: were equally fast on a 2-core machine with 4 MiB L2 per core. At most 32 MiB is intended.
+DEFAULT_CHUNK_BYTES = 8 * 2**20
+
+
+# ---------------------------------------------------------------------------- validation helpers
+
+
+def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers, got {a!r}") from exc
+    if arr.ndim not in ndim:
+        want = " or ".join(f"{d}-D" for d in ndim)
+        raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i[0]) for i in np.nonzero(bad))
+        idx = idx[0] if len(idx) == 1 else idx
+        raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
+    return arr
+
+
+def _check_p(p) -> float:
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise ValueError(f"p must be a real number >= 1, got {p!r}")
+    if not (math.isfinite(p) and p >= 1):
+        raise ValueError(f"p must be a finite real number >= 1, got {p!r}")
+    return float(p)
+
+
+def _check_int(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_weights(w, n: int, name: str) -> np.ndarray | None:
+    """Validated non-negative weights of length ``n``; ``None`` when absent or all equal."""
+    if w is None:
+        return None
+    arr = _finite_array(w, name, ndim=(1,))
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) like its sample, got {arr.shape}")
+    if (arr < 0).any():
+        idx = int(np.argmax(arr < 0))
+        raise ValueError(f"{name} must be non-negative, got {float(arr[idx])!r} at index {idx}")
+    if not arr.sum() > 0:
+        raise ValueError(f"{name} must have a positive total weight, got {float(arr.sum())!r}")
+    if (arr == arr[0]).all():
+        return None  # uniform: the fast paths apply
+    return arr
+
+
+# ---------------------------------------------------------------------------------- 1-D kernels
+
+
+def _power_inplace(a: np.ndarray, p: float) -> np.ndarray:
+    """``a **= p`` for ``a >= 0`` without a temporary (p = 1, 2 are special-cased)."""
+    if p == 2.0:
+        np.square(a, out=a)
+    elif p != 1.0:
+        np.power(a, p, out=a)
+    return a
+
+
+def _cdf(w: np.ndarray | None, n: int) -> np.ndarray:
+    """Cumulative normalized weights ending exactly at 1 (uniform when ``w`` is None)."""
+    if w is None:
+        return np.arange(1, n + 1, dtype=np.float64) / n
+    c = np.cumsum(w)
+    return c / c[-1]
+
+
+def _quantile_plan(a_cdf: np.ndarray, b_cdf: np.ndarray):
+    """Breakpoints of the quantile formula: (rows of x, rows of y, interval lengths)."""
+    qs = np.concatenate([a_cdf, b_cdf])
+    qs.sort()
+    ix = np.minimum(np.searchsorted(a_cdf, qs, side="left"), a_cdf.size - 1)
+    iy = np.minimum(np.searchsorted(b_cdf, qs, side="left"), b_cdf.size - 1)
+    delta = np.diff(qs, prepend=0.0)
+    return ix, iy, delta
+
+
+def _wpp_weighted(x: np.ndarray, a: np.ndarray | None, y: np.ndarray, b: np.ndarray | None,
+                  p: float) -> float:
+    """W_p^p between unsorted weighted samples by the exact quantile formula."""
+    ox = np.argsort(x, kind="stable")
+    oy = np.argsort(y, kind="stable")
+    ix, iy, delta = _quantile_plan(_cdf(None if a is None else a[ox], x.size),
+                                   _cdf(None if b is None else b[oy], y.size))
+    d = np.abs(x[ox][ix] - y[oy][iy])
+    return float(delta @ _power_inplace(d, p))
+
+
+def _root(value: float, p: float) -> float:
+    return float(value) if p == 1.0 else float(value) ** (1.0 / p)
+
+
+def wasserstein_1d(x, y, p=1, x_weights=None, y_weights=None) -> float:
+    r"""p-Wasserstein distance :math:`W_p` between two 1-D empirical distributions.
+
+    Parameters
+    ----------
+    x, y : array_like
+        1-D samples (any lengths, at least one point each, finite).
+    p : float
+        Order, ``p >= 1``.
+    x_weights, y_weights : array_like, optional
+        Non-negative weights of the points of ``x`` and ``y`` (normalized internally); uniform
+        when omitted.
+
+    Returns
+    -------
+    float
+        :math:`W_p`, not its p-th power (POT's ``ot.wasserstein_1d`` returns :math:`W_p^p`).
+
+    Raises
+    ------
+    ValueError
+        Empty, non-1-D or non-finite ``x``/``y``; ``p < 1``; weights of the wrong shape,
+        negative, non-finite or with zero total. The message names the argument.
+
+    Notes
+    -----
+    Exact for discrete measures: :math:`W_p^p=\sum_k (t_k-t_{k-1})\,|x_{i_k}-y_{j_k}|^p` over
+    the merged sorted cumulative weights :math:`t_k`, where :math:`x_{i_k}, y_{j_k}` are the
+    quantiles at :math:`t_k`. Equal sizes with uniform weights use the sorted differences
+    directly.
+
+    Examples
+    --------
+    >>> from symscale.metrics import wasserstein_1d
+    >>> wasserstein_1d([0, 1, 2], [1, 2, 3])
+    1.0
+    >>> wasserstein_1d([0.0, 2.0], [0.0], p=2, x_weights=[3, 1])   # sqrt(1/4 * 2**2)
+    1.0
+    """
+    p = _check_p(p)
+    x = _finite_array(x, "x", ndim=(1,))
+    y = _finite_array(y, "y", ndim=(1,))
+    a = _check_weights(x_weights, x.size, "x_weights")
+    b = _check_weights(y_weights, y.size, "y_weights")
+    if a is None and b is None and x.size == y.size:
+        d = np.sort(x)
+        d -= np.sort(y)
+        np.abs(d, out=d)
+        return _root(_power_inplace(d, p).mean(), p)
+    return _root(_wpp_weighted(x, a, y, b, p), p)
+
+
+# ------------------------------------------------------------------------------------- sliced
+
+
+def _projections(dim: int, n_projections: int, seed) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    theta = rng.standard_normal((dim, n_projections))
+    theta /= np.sqrt(np.einsum("ij,ij->j", theta, theta))
+    return theta
+
+
+def projections(dim, n_projections, seed=0) -> np.ndarray:
+    """Random unit directions, uniform on the sphere :math:`S^{dim-1}`, reproducible from a seed.
+
+    Parameters
+    ----------
+    dim : int
+        Dimension of the ambient space (>= 1).
+    n_projections : int
+        Number of directions (>= 1).
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    ndarray, shape (dim, n_projections)
+        Columns are unit vectors (normalized standard normal vectors), the layout of POT's
+        ``projections=`` argument.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.metrics import projections
+    >>> P = projections(3, 5, seed=1)
+    >>> P.shape, bool(np.allclose(np.linalg.norm(P, axis=0), 1.0))
+    ((3, 5), True)
+    >>> bool(np.array_equal(P, projections(3, 5, seed=1)))
+    True
+    """
+    dim = _check_int(dim, "dim", 1)
+    n_projections = _check_int(n_projections, "n_projections", 1)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return _projections(dim, n_projections, int(seed))
+
+
+def _as_points(a, name: str) -> np.ndarray:
+    arr = _finite_array(a, name, ndim=(1, 2))
+    return arr.reshape(-1, 1) if arr.ndim == 1 else arr
+
+
+#: OpenBLAS runs a GEMM with m*n*k <= 4 * 65536 on the calling thread. Projecting in column
+#: blocks below that size keeps BLAS from starting its own threads, which would compete with
+#: (and, spinning, slow down) the ``n_jobs`` worker threads.
+_GEMM_SINGLE_THREAD_MNK = 4 * 65536
+
+
+def _project(thetaT: np.ndarray, XT: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = thetaT @ XT`` in column blocks small enough for single-threaded BLAS."""
+    k, d = thetaT.shape
+    n = XT.shape[1]
+    cols = max(256, _GEMM_SINGLE_THREAD_MNK // max(1, k * d))
+    if cols >= n:
+        np.matmul(thetaT, XT, out=out)
+        return
+    for c in range(0, n, cols):
+        np.matmul(thetaT, XT[:, c:c + cols], out=out[:, c:c + cols])
+
+
+def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n_jobs=2,
+                       return_per_projection=False, *, x_weights=None, y_weights=None,
+                       chunk_bytes=None):
+    r"""Sliced p-Wasserstein distance :math:`(\frac1K\sum_k W_p^p(\theta_k X,\theta_k Y))^{1/p}`.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        First sample; 1-D input is treated as ``d = 1``.
+    Y : array_like, shape (m, d)
+        Second sample, same ``d``.
+    n_projections : int
+        Number K of random directions (ignored when ``projections`` is given).
+    seed : int
+        Seed of the random directions (see :func:`projections`); ignored when ``projections``
+        is given.
+    p : float
+        Order, ``p >= 1``.
+    projections : array_like, shape (d, K), optional
+        Explicit directions, one per column, used as given (not normalized), as in POT.
+    n_jobs : int
+        Threads working on chunks of directions. The result does not depend on it.
+    return_per_projection : bool
+        Also return the K one-dimensional distances :math:`W_p(\theta_k\cdot X,\theta_k\cdot Y)`.
+    x_weights, y_weights : array_like, optional
+        Non-negative weights of the points of ``X`` and ``Y`` (see :func:`wasserstein_1d`).
+    chunk_bytes : int, optional
+        Memory of one chunk of projected values of one sample (default
+        :data:`DEFAULT_CHUNK_BYTES`); each thread holds one chunk per sample. Chunking does not
+        change the result beyond round-off of the projection matrix product.
+
+    Returns
+    -------
+    float, or (float, ndarray of shape (K,)) with ``return_per_projection``
+        The sliced distance; it equals ``(mean(per_projection**p))**(1/p)``. This is POT's
+        ``ot.sliced_wasserstein_distance(X, Y, projections=P, p=p)``.
+
+    Raises
+    ------
+    ValueError
+        Invalid samples, weights, ``p``, ``projections``, ``n_projections``, ``n_jobs`` or
+        ``chunk_bytes``; the message names the argument.
+
+    Notes
+    -----
+    Equal sizes without (or with uniform) weights: each chunk of directions is projected into a
+    ``(chunk, n)`` buffer owned by the thread, sorted in place along its rows, and
+    :math:`W_p^p` is the row mean of :math:`|x_{(i)}-y_{(i)}|^p`, computed in place. Unequal
+    sizes without weights use the exact quantile formula with breakpoints shared by all
+    directions; non-uniform weights fall back to :func:`wasserstein_1d` per direction.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.metrics import sliced_wasserstein
+    >>> X, Y = [[0.0, 0.0, 0.0]], [[2.0, 0.0, 0.0]]
+    >>> sliced_wasserstein(X, Y, projections=np.eye(3), p=1)      # (2 + 0 + 0) / 3
+    0.6666666666666666
+    >>> rng = np.random.default_rng(0)
+    >>> A, B = rng.standard_normal((500, 4)), rng.standard_normal((500, 4)) + 1.0
+    >>> sw, per = sliced_wasserstein(A, B, n_projections=50, return_per_projection=True)
+    >>> per.shape, bool(0.5 < sw < 2.0)
+    ((50,), True)
+    """
+    p = _check_p(p)
+    X = _as_points(X, "X")
+    Y = _as_points(Y, "Y")
+    n, d = X.shape
+    m = Y.shape[0]
+    if Y.shape[1] != d:
+        raise ValueError(f"Y must have {d} columns like X, got shape {Y.shape}")
+    a = _check_weights(x_weights, n, "x_weights")
+    b = _check_weights(y_weights, m, "y_weights")
+    if projections is None:
+        n_projections = _check_int(n_projections, "n_projections", 1)
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        theta = _projections(d, n_projections, int(seed))
+    else:
+        theta = _finite_array(projections, "projections", ndim=(2,))
+        if theta.shape[0] != d:
+            raise ValueError(f"projections must have shape ({d}, K) for {d}-dimensional samples, "
+                             f"got {theta.shape}")
+    n_jobs = _check_int(n_jobs, "n_jobs", 1)
+    chunk_bytes = DEFAULT_CHUNK_BYTES if chunk_bytes is None else \
+        _check_int(chunk_bytes, "chunk_bytes", 1)
+
+    K = theta.shape[1]
+    rows = max(1, min(K, chunk_bytes // (8 * max(n, m))))
+    chunks = [(lo, min(lo + rows, K)) for lo in range(0, K, rows)]
+    thetaT = np.ascontiguousarray(theta.T)          # (K, d): a chunk is a row slice
+    XT = np.ascontiguousarray(X.T)                  # (d, n): thetaT[lo:hi] @ XT is (k, n)
+    YT = np.ascontiguousarray(Y.T)
+    wpp = np.empty(K)                               # W_p^p per direction
+
+    if a is None and b is None and n == m:
+        def work(lo, hi, bx, by):
+            k = hi - lo
+            px, py = bx[:k], by[:k]
+            _project(thetaT[lo:hi], XT, px)
+            _project(thetaT[lo:hi], YT, py)
+            px.sort(axis=1)
+            py.sort(axis=1)
+            np.subtract(px, py, out=px)
+            np.abs(px, out=px)
+            np.mean(_power_inplace(px, p), axis=1, out=wpp[lo:hi])
+    elif a is None and b is None:
+        ix, iy, delta = _quantile_plan(_cdf(None, n), _cdf(None, m))
+
+        def work(lo, hi, bx, by):
+            k = hi - lo
+            px, py = bx[:k], by[:k]
+            _project(thetaT[lo:hi], XT, px)
+            _project(thetaT[lo:hi], YT, py)
+            px.sort(axis=1)
+            py.sort(axis=1)
+            diff = np.take(px, ix, axis=1)
+            diff -= np.take(py, iy, axis=1)
+            np.abs(diff, out=diff)
+            np.matmul(_power_inplace(diff, p), delta, out=wpp[lo:hi])
+    else:
+        def work(lo, hi, bx, by):
+            k = hi - lo
+            px, py = bx[:k], by[:k]
+            _project(thetaT[lo:hi], XT, px)
+            _project(thetaT[lo:hi], YT, py)
+            for r in range(k):
+                wpp[lo + r] = _wpp_weighted(px[r], a, py[r], b, p)
+
+    n_workers = min(n_jobs, len(chunks))
+    buffers = queue.SimpleQueue()
+    for _ in range(n_workers):
+        buffers.put((np.empty((rows, n)), np.empty((rows, m))))
+
+    def task(chunk):
+        bufs = buffers.get()
+        try:
+            work(chunk[0], chunk[1], *bufs)
+        finally:
+            buffers.put(bufs)
+
+    if n_workers == 1:
+        for chunk in chunks:
+            task(chunk)
+    else:
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            for _ in pool.map(task, chunks):
+                pass
+
+    value = _root(wpp.mean(), p)
+    if not return_per_projection:
+        return value
+    if p != 1.0:
+        np.power(wpp, 1.0 / p, out=wpp)
+    return value, wpp
