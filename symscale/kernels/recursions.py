@@ -81,16 +81,18 @@ def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,
 
     Notes
     -----
-    ReLU-type activations (the two-slope family) take a fused path: the recursion runs on the
-    upper triangle only (the kernels are symmetric), in place, with one angle
-    ``theta = atan2(sqrt(q_ii q_jj - q_ij^2), q_ij)`` per entry serving both V and V' (the gap
-    is exactly 0 on the diagonal, so the NTK accumulates no error there; arccos of a rounded
-    correlation would put a 1.5e-8 angle on the diagonal).
+    ReLU-type activations (the two-slope family) take a fused path: positive homogeneity turns
+    the recursion into an entrywise map of correlations, run on the packed upper triangle in
+    cache-sized blocks, with one angle ``theta = atan2(sqrt(1 - rho^2), rho)`` per entry
+    serving both V and V'. Correlation 1 stays exactly 1, so the diagonal accumulates no error
+    (arccos of a rounded correlation would put a 1.5e-8 angle there).
     """
     act = as_activation(activation)
     depth = _check_depth(depth)
     sigma = input_kernel(X, weight_var, bias_var)
     f = act.family
+    if depth == 0:
+        return sigma, (sigma.copy() if ntk else None)
     if isinstance(f, fam.TwoSlope) and all(c.is_number for c in (f.a, f.b)):
         return _two_slope_mlp(sigma, depth, float(f.a), float(f.b), weight_var, bias_var, ntk)
     theta = sigma.copy() if ntk else None
@@ -105,49 +107,90 @@ def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,
 
 
 def _two_slope_mlp(sigma, depth, a, b, w, bias, ntk):
-    """The fused upper-triangle recursion for phi = a min(x, 0) + b max(x, 0)."""
+    """The fused recursion for phi = a min(x, 0) + b max(x, 0) on the packed upper triangle."""
     P = sigma.shape[0]
     starts = np.concatenate([[0], np.cumsum(np.arange(P, 0, -1))])  # row i: starts[i]..
-    diag = starts[:-1]
-    c = _pack(sigma, starts)                # packed Sigma (upper triangle, row major)
-    th = c.copy() if ntk else None          # packed Theta
     k1, k2 = (b - a) ** 2 / (2 * np.pi), (a * a + b * b) / 2
-    d0, d1 = k2, a * b / np.pi - k2 / np.pi  # V' = d0 + d1 * theta
+    e1 = (a * b - k2) / np.pi  # V'(theta) = k2 + e1 * theta
+    if bias == 0:
+        return _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts)
+    diag = starts[:-1]
+    c = np.concatenate([sigma[i, i:] for i in range(P)])  # packed Sigma
+    th = c.copy() if ntk else None  # packed Theta
     gap, angle, v = (np.empty_like(c) for _ in range(3))
     for _ in range(depth):
         d = c[diag]
         for i in range(P):  # q_ii q_jj, row by row (a gather over 2M indices is far slower)
             np.multiply(d[i], d[i:], out=gap[starts[i]:starts[i + 1]])
         np.multiply(c, c, out=v)
-        gap -= v
+        gap -= v  # exactly 0 for duplicate inputs and on the diagonal
         np.maximum(gap, 0.0, out=gap)
         np.sqrt(gap, out=gap)
         np.arctan2(gap, c, out=angle)
-        # V = k1 (gap - c theta) + k2 c ;  Sigma <- w V + b
+        # Sigma <- w V + b with V = k1 (gap - c theta) + k2 c
         np.multiply(c, angle, out=v)
         np.subtract(gap, v, out=v)
         v *= k1 * w
         c *= k2 * w
         c += v
         c += bias
-        if ntk:
-            # Theta <- Sigma_new + w V'(theta) Theta
-            angle *= d1 * w
-            angle += d0 * w
+        if ntk:  # Theta <- Sigma_new + w V'(theta) Theta
+            angle *= e1 * w
+            angle += k2 * w
             th *= angle
             th += c
-    return _unpack(c, starts), (_unpack(th, starts) if ntk else None)
+    ones = np.ones(P)
+    return _unpack_scaled(c, ones, starts), (_unpack_scaled(th, ones, starts) if ntk else None)
 
 
-def _pack(K, starts):
-    return np.concatenate([K[i, i:] for i in range(K.shape[0])])
+def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=65536):
+    """Bias-free two-slope networks in correlation form (no outer products per layer).
+
+    phi is positively homogeneous, so with s_i = sqrt(Sigma_ii), rho = Sigma_ij / (s_i s_j) and
+    tau = Theta_ij / (s_i s_j) the layer map is entrywise:
+    ``rho' = rho + (k1/k2) (sqrt(1 - rho^2) - rho theta)`` and
+    ``tau' = rho' + (1 + (e1/k2) theta) tau``, while s_i grows by sqrt(w k2) per layer. At
+    rho = 1 both maps give exactly 1 (duplicate inputs and the diagonal stay exact).
+    """
+    P = sigma.shape[0]
+    sd = np.sqrt(np.diag(sigma))
+    inv = np.divide(1.0, sd, out=np.zeros_like(sd), where=sd > 0)
+    rho = np.concatenate([sigma[i, i:] * (inv[i] * inv[i:]) for i in range(P)])
+    np.clip(rho, -1.0, 1.0, out=rho)
+    for i in range(P):
+        rho[starts[i]] = 1.0 if sd[i] > 0 else 0.0
+    tau = rho.copy() if ntk else None
+    r, e = k1 / k2, e1 / k2
+    buf = np.empty((3, min(block, rho.size)))
+    for _ in range(depth):
+        for s0 in range(0, rho.size, block):  # cache-sized blocks
+            p = rho[s0:s0 + block]
+            gap, theta, tmp = (x[: p.size] for x in buf)
+            np.subtract(1.0, p, out=gap)
+            np.add(1.0, p, out=tmp)
+            gap *= tmp
+            np.sqrt(gap, out=gap)  # sqrt(1 - rho^2) without cancellation near rho = 1
+            np.arctan2(gap, p, out=theta)
+            np.multiply(p, theta, out=tmp)
+            gap -= tmp
+            gap *= r
+            p += gap
+            if ntk:
+                t = tau[s0:s0 + block]
+                theta *= e
+                theta += 1.0
+                t *= theta
+                t += p
+    sd = sd * np.sqrt(w * k2) ** depth
+    return _unpack_scaled(rho, sd, starts), (_unpack_scaled(tau, sd, starts) if ntk else None)
 
 
-def _unpack(packed, starts):
-    P = len(starts) - 1
+def _unpack_scaled(packed, sd, starts):
+    """The full symmetric matrix s_i s_j packed_ij from its packed upper triangle."""
+    P = len(sd)
     out = np.empty((P, P))
     for i in range(P):
-        out[i, i:] = packed[starts[i]:starts[i + 1]]
+        np.multiply(packed[starts[i]:starts[i + 1]], sd[i] * sd[i:], out=out[i, i:])
     return _mirror_upper(out)
 
 

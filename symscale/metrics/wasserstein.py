@@ -140,7 +140,7 @@ def _wpp_weighted(x: np.ndarray, a: np.ndarray | None, y: np.ndarray, b: np.ndar
     ix, iy, delta = _quantile_plan(_cdf(None if a is None else a[ox], x.size),
                                    _cdf(None if b is None else b[oy], y.size))
     d = np.abs(x[ox][ix] - y[oy][iy])
-    return float(delta @ _power_inplace(d, p))
+    return float(np.multiply(_power_inplace(d, p), delta, out=d).sum())
 
 
 def _root(value: float, p: float) -> float:
@@ -386,7 +386,8 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
             diff = np.take(px, ix, axis=1)
             diff -= np.take(py, iy, axis=1)
             np.abs(diff, out=diff)
-            np.matmul(_power_inplace(diff, p), delta, out=wpp[lo:hi])
+            np.multiply(_power_inplace(diff, p), delta, out=diff)   # no BLAS: see _project
+            np.sum(diff, axis=1, out=wpp[lo:hi])
     else:
         def work(lo, hi, bx, by):
             k = hi - lo

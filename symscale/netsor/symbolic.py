@@ -67,7 +67,8 @@ def symbolic_kernel(program, output: str | None = None) -> Formula:
     sym = _Symbolic(G)
     op = G.nodes[output]["op"]
     (h,) = _parents(G, output).values()
-    exprs = [op.var * sym.moment(h, h, stable)[0, 1] + op.bias_var for stable in (False, True)]
+    exprs = [_exact(op.var) * sym.moment(h, h, stable)[0, 1] + _exact(op.bias_var)
+             for stable in (False, True)]
     variables = (Variable(x11, "<x_1, x_1>/d"), Variable(x12, "<x_1, x_2>/d"),
                  Variable(x22, "<x_2, x_2>/d"))
     return Formula(exprs[0], variables, name=f"K[{output}]", stable_expr=exprs[1],

@@ -111,3 +111,12 @@ def test_bad_inputs():
         mlp_kernels(np.ones(3), 1)
     with pytest.raises(KeyError, match="available"):
         mlp_kernels(X, 1, "rectifier")
+
+
+@pytest.mark.parametrize("bias_var", [0.0, 0.3])
+def test_duplicate_inputs_stay_exact(bias_var):
+    """Correlation 1 must stay exactly 1: a duplicated input has the diagonal's kernels."""
+    Xd = np.vstack([X[:3], X[:1]])
+    nngp, ntk = mlp_kernels(Xd, 30, "relu", weight_var=2.0, bias_var=bias_var)
+    assert abs(nngp[0, 3] - nngp[0, 0]) <= 1e-15 * nngp[0, 0]
+    assert abs(ntk[0, 3] - ntk[0, 0]) <= 1e-14 * ntk[0, 0]
