@@ -14,6 +14,7 @@ from .program import (
     Attention,
     Bias,
     Embed,
+    Kernel,
     LayerNorm,
     LinComb,
     MatMul,
@@ -31,7 +32,7 @@ from .program import (
 from .symbolic import symbolic_kernel
 
 __all__ = [
-    "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "MultiNonlinearity", "LinComb",
+    "Program", "Embed", "Kernel", "Bias", "Weight", "MatMul", "NonLin", "MultiNonlinearity", "LinComb",
     "LayerNorm", "Attention", "Readout", "validate", "kinds", "to_dot", "to_graphml", "draw",
     "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
     "run_infinite", "InfiniteRun", "symbolic_kernel", "infinite_ntk", "empirical_ntk",

@@ -42,8 +42,8 @@ from tqdm import tqdm
 
 from ..activations import Activation
 from .data import prepare_inputs
-from .program import (Attention, Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, Readout,
-                      Weight, _kinds, _parents, as_graph, topological_order, validate)
+from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
+                      Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
 
 __all__ = ["run_finite", "FiniteRun", "simulate_network", "Network", "RevealedGaussian"]
 
@@ -61,12 +61,15 @@ class FiniteRun:
     grams : dict
         Vector node -> (n_networks, P, P) empirical Gram ``h^T h / n``.
     width : int
+    scalars : dict
+        Kernel node -> (n_networks, P) values of ``<h(a), h'(a)>/n``.
     """
 
     outputs: np.ndarray
     output_columns: dict
     grams: dict
     width: int
+    scalars: dict = None
 
     def gram_mean(self, node: str):
         """(mean over networks, standard error) of the empirical Gram of ``node``."""
@@ -133,6 +136,7 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
         start += dim
     outputs = np.empty((n_networks, P, start))
     grams = {n: np.empty((n_networks, P, P)) for n in vec}
+    scalars = {n: np.empty((n_networks, P)) for n in order if kind[n] == "K"}
     seeds = np.random.SeedSequence(seed).spawn(n_networks)
     for i in tqdm(range(n_networks), disable=not progress, desc="networks"):
         rng = np.random.default_rng(seeds[i])
@@ -143,7 +147,9 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
             grams[n][i] = h.T @ h / width
         for o in outs:
             outputs[i, :, cols[o]] = net.outputs[o].T
-    return FiniteRun(outputs, cols, grams, width)
+        for k in scalars:
+            scalars[k][i] = net.values[k]
+    return FiniteRun(outputs, cols, grams, width, scalars)
 
 
 @dataclass
@@ -196,7 +202,10 @@ def simulate_network(G, order, par, data, n, rng, conditional: bool = False) -> 
             else:
                 values[node] = (W.T if op.transpose else W) @ values[p[0]]
         elif isinstance(op, NonLin):
-            values[node] = _apply_nonlin(op, [values[p[i]] for i in range(op.arity)])
+            values[node] = _apply_nonlin(op, [values[p[i]] for i in range(op.arity)]
+                                         + [values[p[f"k{j}"]] for j in range(op.n_params)])
+        elif isinstance(op, Kernel):
+            values[node] = np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / n
         elif isinstance(op, LinComb):
             values[node] = sum(c * values[p[i]] for i, c in enumerate(op.coefficients))
         elif isinstance(op, LayerNorm):
@@ -257,6 +266,7 @@ class RevealedGaussian:
 
 
 def _apply_nonlin(op: NonLin, args):
+    """phi of vector arguments (n x P); kernel parameters (P,) broadcast over the n rows."""
     if isinstance(op.fn, Activation):
         return op.fn(args[0])
     with np.errstate(all="ignore"):

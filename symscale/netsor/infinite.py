@@ -39,8 +39,8 @@ from ..activations import Activation, activation
 from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_hermite
 from ..kernels.moments import gaussian_moment_numeric
 from .data import prepare_inputs
-from .program import (Attention, Bias, Embed, LayerNorm, LinComb, MatMul, Readout, Weight,
-                      _kinds, _parents, as_graph, validate)
+from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, Readout,
+                      Weight, _kinds, _parents, as_graph, validate)
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 
@@ -65,11 +65,14 @@ class InfiniteRun:
     mc_stderr : dict
         ``(node, node')`` -> standard error of entries computed by Monte Carlo (only present when
         a joint dimension exceeded :data:`MAX_QUADRATURE_DIM`).
+    scalars : dict
+        Kernel node -> (P,) limits of ``<h(a), h'(a)>/n``.
     """
 
     kernels: dict
     means: dict
     mc_stderr: dict = field(default_factory=dict)
+    scalars: dict = field(default_factory=dict)
     _engine: object = field(default=None, repr=False)
 
     def output(self, name: str | None = None) -> np.ndarray:
@@ -105,10 +108,13 @@ def run_infinite(program, X) -> InfiniteRun:
     validate(G)
     data, P = prepare_inputs(G, X)
     eng = _Engine(G, data, P)
-    kernels, means = {}, {}
+    kernels, means, scalars = {}, {}, {}
     for node, d in G.nodes(data=True):
         op = d["op"]
         if isinstance(op, Weight):
+            continue
+        if isinstance(op, Kernel):
+            scalars[node] = eng.scalar(node)
             continue
         if isinstance(op, Readout):
             (h,) = eng.par[node].values()
@@ -116,7 +122,7 @@ def run_infinite(program, X) -> InfiniteRun:
             continue
         kernels[node] = eng.moment(node, node)
         means[node] = eng.mean(node)
-    return InfiniteRun(kernels, means, eng.mc_stderr, eng)
+    return InfiniteRun(kernels, means, eng.mc_stderr, scalars, eng)
 
 
 class _Engine:
@@ -192,6 +198,11 @@ class _Engine:
         return out
 
     # -- moments of vectors -------------------------------------------------------------------
+    def scalar(self, n):
+        """Limit (P,) of a Kernel variable: E[Z^h(a) Z^{h'}(a)]."""
+        p = self.par[n]
+        return np.diag(self.moment(p[0], p[1])).copy()
+
     def mean(self, n):
         if n in self._mean:
             return self._mean[n]
@@ -227,16 +238,18 @@ class _Engine:
                 return out.T if flip else out
         if self.kind[a] == "G" and self.kind[b] == "G":
             return self.cov(a, b)
-        fa, pa = self._function(a)
-        fb, pb = self._function(b)
-        return self._expectation(a, b, fa, pa, fb, pb)
+        return self._expectation(a, b, self._function(a), self._function(b))
 
     def _function(self, n):
-        """(nonlinearity, [G parents]) with G-variables as identity of themselves."""
+        """(nonlinearity, [G parents], kernel parameters (m, P) or None); a G-variable is the
+        identity of itself."""
         if self.kind[n] == "G":
-            return _IDENTITY, [n]
+            return _IDENTITY, [n], None
         op = self.op(n)
-        return op.fn, [self.par[n][i] for i in range(op.arity)]
+        params = None
+        if op.n_params:
+            params = np.stack([self.scalar(self.par[n][f"k{j}"]) for j in range(op.n_params)])
+        return op.fn, [self.par[n][i] for i in range(op.arity)], params
 
     def _joint(self, pa, pb):
         """Block covariance (P, P, D, D) of (pa at input x, pb at input x')."""
@@ -257,7 +270,8 @@ class _Engine:
                 C[:, :, i, j] = block.T
         return C
 
-    def _expectation(self, a, b, fa, pa, fb, pb):
+    def _expectation(self, a, b, spec_a, spec_b):
+        (fa, pa, ka), (fb, pb, kb) = spec_a, spec_b
         if len(pa) == 1 and len(pb) == 1 and isinstance(fa, Activation) \
                 and isinstance(fb, Activation):
             q1 = np.diag(self.cov(pa[0], pa[0]))[:, None] * np.ones((1, self.P))
@@ -270,8 +284,9 @@ class _Engine:
         C = self._joint(pa, pb)
         k = len(pa)
 
-        def func(z):  # z: (..., D)
-            return _apply(fa, z[..., :k]) * _apply(fb, z[..., k:])
+        def func(z, idx):  # z: (nodes, D) for the input pair idx = (x, x')
+            return (_apply(fa, z[..., :k], None if ka is None else ka[:, idx[0]])
+                    * _apply(fb, z[..., k:], None if kb is None else kb[:, idx[1]]))
 
         value, se = _gaussian_expectation(func, C, self.rng)
         if se is not None:
@@ -279,23 +294,28 @@ class _Engine:
         return value
 
     def _nonlin_mean(self, n):
-        f, par = self._function(n)
+        f, par, params = self._function(n)
         if len(par) == 1 and isinstance(f, Activation):
             return np.asarray(gaussian_moment_numeric(f, 0.0, np.diag(self.cov(par[0], par[0]))))
         C = np.empty((self.P, len(par), len(par)))
         for i, j in itertools.product(range(len(par)), repeat=2):
             C[:, i, j] = np.diag(self.cov(par[i], par[j]))
-        value, se = _gaussian_expectation(lambda z: _apply(f, z), C, self.rng)
+
+        def func(z, idx):
+            return _apply(f, z, None if params is None else params[:, idx[0]])
+
+        value, se = _gaussian_expectation(func, C, self.rng)
         if se is not None:
             self.mc_stderr[(n, "mean")] = se
         return value
 
 
-def _apply(fn, z):
-    """Evaluate a nonlinearity on the last axis of z (k arguments)."""
+def _apply(fn, z, params=None):
+    """Evaluate a nonlinearity on the last axis of z (k arguments), with scalar parameters."""
     if isinstance(fn, Activation):
         return fn(z[..., 0])
     args = [z[..., i] for i in range(fn.arity)]
+    args += [] if params is None else list(params)
     with np.errstate(all="ignore"):
         return np.broadcast_to(np.asarray(fn.numpy()(*args), dtype=float), z.shape[:-1])
 
@@ -308,7 +328,7 @@ def _psd_factor(C):
 
 
 def _gaussian_expectation(func, C, rng):
-    """E[func(z)] for z ~ N(0, C) over a stack of covariances C (..., D, D).
+    """E[func(z, idx)] for z ~ N(0, C[idx]) over a stack of covariances C (..., D, D).
 
     Tensor Gauss-Hermite for D <= MAX_QUADRATURE_DIM (deg chosen so deg^D <= 40000), Monte Carlo
     with MC_SAMPLES draws beyond; returns (value, stderr or None).
@@ -322,19 +342,16 @@ def _gaussian_expectation(func, C, rng):
         weights = np.prod(np.stack(np.meshgrid(*([w] * D), indexing="ij"), -1).reshape(-1, D),
                           axis=-1)
         out = np.empty(C.shape[:-2])
-        flatL = L.reshape(-1, D, D)
-        flat = out.reshape(-1)
-        for i in range(flatL.shape[0]):
-            flat[i] = func(grid @ flatL[i].T) @ weights
+        for idx in np.ndindex(*C.shape[:-2]):
+            out[idx] = func(grid @ L[idx].T, idx) @ weights
         return out, None
     xi = rng.standard_normal((MC_SAMPLES, D))
-    flatL = L.reshape(-1, D, D)
-    vals = np.empty(flatL.shape[0])
-    ses = np.empty(flatL.shape[0])
-    for i in range(flatL.shape[0]):
-        s = func(xi @ flatL[i].T)
-        vals[i], ses[i] = s.mean(), s.std(ddof=1) / math.sqrt(MC_SAMPLES)
-    return vals.reshape(C.shape[:-2]), ses.reshape(C.shape[:-2])
+    vals = np.empty(C.shape[:-2])
+    ses = np.empty(C.shape[:-2])
+    for idx in np.ndindex(*C.shape[:-2]):
+        s = func(xi @ L[idx].T, idx)
+        vals[idx], ses[idx] = s.mean(), s.std(ddof=1) / math.sqrt(MC_SAMPLES)
+    return vals, ses
 
 
 def _softmax(logits, causal):

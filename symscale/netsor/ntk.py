@@ -37,8 +37,8 @@ from ..kernels.recursions import mlp_kernels, resnet_kernels
 from .data import prepare_inputs
 from .finite import _check_int, simulate_network
 from .infinite import run_infinite
-from .program import (Attention, Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, Readout,
-                      _kinds, _parents, as_graph, topological_order, validate)
+from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
+                      Readout, _kinds, _parents, as_graph, topological_order, validate)
 
 __all__ = ["infinite_ntk", "empirical_ntk"]
 
@@ -96,9 +96,9 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     if len(outs) != 1 or G.nodes[outs[0]]["op"].dim != 1:
         raise ValueError("empirical_ntk needs exactly one readout with dim = 1")
     for node, d in G.nodes(data=True):
-        if isinstance(d["op"], (LayerNorm, Attention)):
+        if isinstance(d["op"], (LayerNorm, Attention, Kernel)):
             raise NotImplementedError(f"node {node!r}: the empirical NTK does not differentiate "
-                                      "LayerNorm or attention yet")
+                                      "LayerNorm, attention or kernel scalars yet")
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
     par = {n: _parents(G, n) for n in G.nodes}

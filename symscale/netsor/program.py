@@ -14,10 +14,11 @@ Variables (Tensor Programs I, arXiv:1910.12478, and NetsorK):
   :class:`Bias` (a vector shared by all inputs), :class:`MatMul` outputs, :class:`LinComb` of G's,
   and :class:`LayerNorm` / :class:`Attention` applied to a G.
 * **H** — everything else: :class:`NonLin` images of G's (G is a subset of H).
-* NetsorK: :class:`LayerNorm` (empirical mean and variance over the n coordinates) and
+* NetsorK: scalar :class:`Kernel` variables ``<h, h'>/n`` that parameterize nonlinearities
+  (``p.nonlin("x0 / sqrt(k0)", g, kernels=[p.kernel(g)])`` is RMS normalization),
+  :class:`LayerNorm` (empirical mean and variance over the n coordinates) and
   :class:`Attention` (softmax of 1/n-scaled logits <q_a, k_b>/n across the P inputs, which play
-  the role of sequence positions). Their scalar parameters become deterministic at infinite
-  width.
+  the role of sequence positions). These scalars become deterministic at infinite width.
 * :class:`Readout`: ``out = sqrt(var/n) v^T h + sqrt(bias_var) beta`` with v, beta standard
   Gaussian; ``dim`` independent outputs.
 
@@ -50,8 +51,8 @@ from ..errors import InvalidProgramError
 
 __all__ = [
     "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "LinComb", "LayerNorm", "Attention",
-    "Readout", "validate", "as_graph", "kinds", "topological_order", "to_dot", "to_graphml",
-    "draw", "MultiNonlinearity",
+    "Readout", "Kernel", "validate", "as_graph", "kinds", "topological_order", "to_dot",
+    "to_graphml", "draw", "MultiNonlinearity",
 ]
 
 
@@ -94,10 +95,12 @@ class MatMul:
 
 @dataclass(frozen=True)
 class MultiNonlinearity:
-    """A nonlinearity of k >= 1 arguments given as a sympy expression in ``x0 .. x{k-1}``."""
+    """A nonlinearity given as a sympy expression in vector arguments ``x0 .. x{k-1}`` and
+    (NetsorK) scalar parameters ``k0 .. k{m-1}`` filled by :class:`Kernel` variables."""
 
     expr: sp.Expr
     arity: int
+    n_params: int = 0
 
     @property
     def label(self) -> str:
@@ -105,23 +108,29 @@ class MultiNonlinearity:
 
     @property
     def symbols(self):
-        return tuple(sp.Symbol(f"x{i}", real=True) for i in range(self.arity))
+        return _multi_symbols(self.arity, self.n_params)
 
     def numpy(self):
-        """Vectorized evaluator f(x0, ..., x{k-1}) (cached)."""
-        return _lambdify_multi(self.expr, self.arity)
+        """Vectorized evaluator f(x0, ..., x{k-1}, k0, ...) (cached)."""
+        return _lambdify_multi(self.expr, self.arity, self.n_params)
 
     def derivative(self, i: int):
-        """Evaluator of the partial derivative in argument i (cached)."""
-        return _lambdify_multi(sp.diff(self.expr, sp.Symbol(f"x{i}", real=True)), self.arity)
+        """Evaluator of the partial derivative in vector argument i (cached)."""
+        return _lambdify_multi(sp.diff(self.expr, sp.Symbol(f"x{i}", real=True)), self.arity,
+                               self.n_params)
+
+
+def _multi_symbols(arity, n_params):
+    return tuple(sp.Symbol(f"x{i}", real=True) for i in range(arity)) + tuple(
+        sp.Symbol(f"k{j}", real=True) for j in range(n_params))
 
 
 @functools.lru_cache(maxsize=256)
-def _lambdify_multi(expr, arity):
+def _lambdify_multi(expr, arity, n_params=0):
     from ..printing import NumpyPrinter
 
-    symbols = tuple(sp.Symbol(f"x{i}", real=True) for i in range(arity))
-    return sp.lambdify(symbols, expr, modules=["scipy", "numpy"], printer=NumpyPrinter)
+    return sp.lambdify(_multi_symbols(arity, n_params), expr, modules=["scipy", "numpy"],
+                       printer=NumpyPrinter)
 
 
 @dataclass(frozen=True)
@@ -135,8 +144,21 @@ class NonLin:
         return 1 if isinstance(self.fn, Activation) else self.fn.arity
 
     @property
+    def n_params(self) -> int:
+        return 0 if isinstance(self.fn, Activation) else self.fn.n_params
+
+    @property
     def label(self) -> str:
         return self.fn.label
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """NetsorK scalar kernel variable: ``<h, h'>/n`` per input (parents in slots 0 and 1).
+
+    It becomes deterministic at infinite width (``E[Z^h(a) Z^{h'}(a)]``) and can only be used as
+    a scalar parameter ``k_j`` of a nonlinearity.
+    """
 
 
 @dataclass(frozen=True)
@@ -173,7 +195,7 @@ class Readout:
     dim: int = 1
 
 
-_VECTOR_OPS = (Embed, Bias, MatMul, NonLin, LinComb, LayerNorm, Attention)
+_VECTOR_OPS = (Embed, Bias, MatMul, NonLin, LinComb, LayerNorm, Attention, Kernel)
 _SLOTS = {
     MatMul: {"A", 0},
     Attention: {"query", "key", "value"},
@@ -242,11 +264,18 @@ class Program:
         """``A h`` (``A^T h`` with ``transpose=True``)."""
         return self._add(name, "g", MatMul(bool(transpose)), [(A, "A"), (h, 0)])
 
-    def nonlin(self, fn, *args: str, name: str | None = None, **params) -> str:
-        """``phi(g_0, ...)``: ``fn`` is a registry name/Activation (one argument) or a sympy
-        expression / string in ``x0, x1, ...`` (any number of arguments)."""
-        return self._add(name, "h", NonLin(_as_nonlinearity(fn, len(args), params)),
-                         [(a, i) for i, a in enumerate(args)])
+    def nonlin(self, fn, *args: str, kernels=(), name: str | None = None, **params) -> str:
+        """``phi(g_0, ...; k_0, ...)``: ``fn`` is a registry name/Activation (one argument) or a
+        sympy expression / string in ``x0, x1, ...`` and, with ``kernels`` (names of
+        :meth:`kernel` nodes), scalar parameters ``k0, k1, ...``."""
+        kernels = tuple(kernels)
+        fn = _as_nonlinearity(fn, len(args), params, len(kernels))
+        return self._add(name, "h", NonLin(fn), [(a, i) for i, a in enumerate(args)]
+                         + [(k, f"k{j}") for j, k in enumerate(kernels)])
+
+    def kernel(self, h: str, h2: str | None = None, *, name: str | None = None) -> str:
+        """Scalar kernel variable ``<h, h2>/n`` (``h2 = h`` by default)."""
+        return self._add(name, "k", Kernel(), [(h, 0), (h if h2 is None else h2, 1)])
 
     def lincomb(self, coefficients, *args: str, name: str | None = None) -> str:
         """``sum_i c_i g_i``."""
@@ -281,23 +310,27 @@ class Program:
         return f"Program({self.graph.number_of_nodes()} nodes, outputs={self.outputs})"
 
 
-def _as_nonlinearity(fn, k, params):
+def _as_nonlinearity(fn, k, params, m=0):
     """A registry activation (one argument) or a MultiNonlinearity from an expression."""
     if isinstance(fn, (Activation, MultiNonlinearity)):
         if params:
             raise TypeError("parameters cannot be given with an Activation instance")
+        if m and isinstance(fn, Activation):
+            raise InvalidProgramError("kernel parameters need an expression in x0.. and k0..")
         return fn
     if isinstance(fn, str) and fn.isidentifier():
+        if m:
+            raise InvalidProgramError("kernel parameters need an expression in x0.. and k0..")
         return activation(fn, **params)  # a registry name (KeyError lists the names)
     if isinstance(fn, (sp.Expr, str)):
         expr = parse_expression(fn, "fn") if isinstance(fn, str) else fn
-        names = {f"x{i}": sp.Symbol(f"x{i}", real=True) for i in range(k)}
+        names = {str(s): s for s in _multi_symbols(k, m)}
         extra = sorted(str(s) for s in expr.free_symbols if str(s) not in names)
         if extra:
             raise InvalidProgramError(f"nonlinearity {expr} uses {extra}; arguments are "
                                       f"{sorted(names)}")
         expr = expr.xreplace({s: names[str(s)] for s in expr.free_symbols})
-        return MultiNonlinearity(expr, k)
+        return MultiNonlinearity(expr, k, m)
     return activation(fn, **params)  # raises the registry's KeyError/TypeError
 
 
@@ -395,6 +428,8 @@ def _kinds_one(op, par, kind):
         return "G"
     if isinstance(op, NonLin):
         return "H"
+    if isinstance(op, Kernel):
+        return "K"
     if isinstance(op, LayerNorm):
         return kind[par[0]]
     if isinstance(op, Attention):
@@ -448,9 +483,17 @@ def _check_node(G, node, op, par, kind, transposed):
         if isinstance(fn, Activation) and not fn.is_numeric:
             raise InvalidProgramError(f"node {node!r}: activation {fn.label} has symbolic "
                                       "parameters")
-        _expect(node, par, tuple(range(op.arity)))
+        kslots = tuple(f"k{j}" for j in range(op.n_params))
+        _expect(node, par, tuple(range(op.arity)) + kslots)
         for i in range(op.arity):
             need(i, {"G"}, "a G-variable (NonLin acts on Gaussian vectors)")
+        for slot in kslots:
+            need(slot, {"K"}, "a scalar Kernel variable")
+        return
+    if isinstance(op, Kernel):
+        _expect(node, par, (0, 1))
+        need(0, {"G", "H"}, "a vector")
+        need(1, {"G", "H"}, "a vector")
         return
     if isinstance(op, LinComb):
         if len(op.coefficients) == 0:
@@ -519,7 +562,7 @@ def to_dot(program) -> str:
     G = as_graph(program)
     validate(G)
     H = _plain(G)
-    shape = {"A": "box", "G": "ellipse", "H": "ellipse", "out": "doubleoctagon"}
+    shape = {"A": "box", "G": "ellipse", "H": "ellipse", "K": "diamond", "out": "doubleoctagon"}
     lines = ["digraph netsor {"]
     for node, data in H.nodes(data=True):
         lines.append(f'  "{node}" [label="{node}\\n{data["label"]}", '
@@ -549,7 +592,7 @@ def draw(program, ax=None):
     layers = {n: i for i, gen in enumerate(nx.topological_generations(H)) for n in gen}
     nx.set_node_attributes(H, layers, "layer")
     pos = nx.multipartite_layout(H, subset_key="layer", align="horizontal")
-    colors = {"A": "#dddddd", "G": "#9ecae1", "H": "#fdae6b", "out": "#a1d99b"}
+    colors = {"A": "#dddddd", "G": "#9ecae1", "H": "#fdae6b", "K": "#dadaeb", "out": "#a1d99b"}
     nx.draw_networkx(H, pos, ax=ax, node_color=[colors[d["kind"]] for _, d in
                                                 H.nodes(data=True)], font_size=8)
     ax.set_axis_off()

@@ -5,7 +5,7 @@ import pytest
 
 import symscale as ss
 from symscale import InvalidProgramError
-from symscale.netsor import (Program, attention_block, layernorm_mlp, mlp, resnet, rnn,
+from symscale.netsor import (Program, attention_block, layernorm_mlp, mlp, resnet, rnn, validate,
                              run_finite, run_infinite, symbolic_kernel)
 from symscale.netsor import infinite as infinite_mod
 from symscale.testing import fit_loglog_slope
@@ -237,3 +237,30 @@ def test_sampler_choice():
     a = run_finite(p, X, width=64, n_networks=3, seed=0, method="explicit")
     b = run_finite(p, X, width=64, n_networks=3, seed=0, method="auto")  # 1 use * 4 > 64/4? no
     assert a.outputs.shape == b.outputs.shape
+
+
+def test_kernel_scalars_parameterize_nonlinearities():
+    """RMS normalization through a NetsorK kernel scalar, and a kernel-dependent gate."""
+    p = Program()
+    g = p.embed(weight_var=3.0)
+    k = p.kernel(g)
+    rms = p.nonlin("x0 / sqrt(k0)", g, kernels=[k])
+    W = p.weight(2.0)
+    g2 = p.matmul(W, rms)
+    gate = p.nonlin("tanh(x0 / k0) * x1 + k1", g, g2, kernels=[k, p.kernel(g, rms)])
+    p.readout(gate)
+    res = run_infinite(p, X)
+    C = 3.0 * X @ X.T / 5
+    np.testing.assert_allclose(res.scalars[k], np.diag(C), rtol=1e-14)
+    np.testing.assert_allclose(res.kernels[rms], C / np.sqrt(np.outer(np.diag(C), np.diag(C))),
+                               rtol=1e-11)
+    fin = run_finite(p, X, width=1024, n_networks=40, seed=6)
+    assert fin.scalars[k].shape == (40, 4)
+    for node in (rms, g2, gate):
+        mean, se = fin.gram_mean(node)
+        assert np.max(np.abs(mean - res.kernels[node]) / se) <= 5, node
+    with pytest.raises(InvalidProgramError, match="argument 'k0' must be a scalar Kernel"):
+        q = Program()
+        e = q.embed()
+        q.readout(q.nonlin("x0 * k0", e, kernels=[e]))
+        validate(q)
