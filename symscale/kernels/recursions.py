@@ -83,9 +83,10 @@ def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,
     -----
     ReLU-type activations (the two-slope family) take a fused path: positive homogeneity turns
     the recursion into an entrywise map of correlations, run on the packed upper triangle in
-    cache-sized blocks, with one angle ``theta = atan2(sqrt(1 - rho^2), rho)`` per entry
-    serving both V and V'. Correlation 1 stays exactly 1, so the diagonal accumulates no error
-    (arccos of a rounded correlation would put a 1.5e-8 angle there).
+    cache-sized blocks, with one angle ``theta = acos(rho)`` per entry serving both V and V'.
+    Correlation 1 stays exactly 1 (duplicate inputs and the diagonal), so no error accumulates
+    there; the correlation is never recomputed from a rounded ratio (which would put a 1.5e-8
+    angle on the diagonal).
     """
     act = as_activation(activation)
     depth = _check_depth(depth)
@@ -139,11 +140,10 @@ def _two_slope_mlp(sigma, depth, a, b, w, bias, ntk):
             angle += k2 * w
             th *= angle
             th += c
-    ones = np.ones(P)
-    return _unpack_scaled(c, ones, starts), (_unpack_scaled(th, ones, starts) if ntk else None)
+    return _unpack(c, starts), (_unpack(th, starts) if ntk else None)
 
 
-def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=65536):
+def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=32768):
     """Bias-free two-slope networks in correlation form (no outer products per layer).
 
     phi is positively homogeneous, so with s_i = sqrt(Sigma_ii), rho = Sigma_ij / (s_i s_j) and
@@ -170,7 +170,7 @@ def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=6553
             np.add(1.0, p, out=tmp)
             gap *= tmp
             np.sqrt(gap, out=gap)  # sqrt(1 - rho^2) without cancellation near rho = 1
-            np.arctan2(gap, p, out=theta)
+            np.arccos(p, out=theta)  # rho is exact here (1 stays 1): acos is as good as atan2
             np.multiply(p, theta, out=tmp)
             gap -= tmp
             gap *= r
@@ -182,15 +182,22 @@ def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=6553
                 t *= theta
                 t += p
     sd = sd * np.sqrt(w * k2) ** depth
-    return _unpack_scaled(rho, sd, starts), (_unpack_scaled(tau, sd, starts) if ntk else None)
+    scale = np.multiply.outer(sd, sd)
+    nngp = _unpack(rho, starts)
+    nngp *= scale
+    if not ntk:
+        return nngp, None
+    theta = _unpack(tau, starts)
+    theta *= scale
+    return nngp, theta
 
 
-def _unpack_scaled(packed, sd, starts):
-    """The full symmetric matrix s_i s_j packed_ij from its packed upper triangle."""
-    P = len(sd)
+def _unpack(packed, starts):
+    """The full symmetric matrix from its upper triangle packed by rows."""
+    P = len(starts) - 1
     out = np.empty((P, P))
     for i in range(P):
-        np.multiply(packed[starts[i]:starts[i + 1]], sd[i] * sd[i:], out=out[i, i:])
+        out[i, i:] = packed[starts[i]:starts[i + 1]]
     return _mirror_upper(out)
 
 
