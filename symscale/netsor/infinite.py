@@ -40,7 +40,7 @@ from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_h
 from ..kernels.moments import gaussian_moment_numeric
 from .data import prepare_inputs
 from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, Readout,
-                      Weight, _kinds, _parents, as_graph, validate)
+                      Weight, _kinds, _parents, as_graph, readout, validate)
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 
@@ -77,14 +77,7 @@ class InfiniteRun:
 
     def output(self, name: str | None = None) -> np.ndarray:
         """The output kernel of the readout ``name`` (the only one by default)."""
-        outs = [k for k in self.kernels if self._engine.kind.get(k) == "out"]
-        if name is None:
-            if len(outs) != 1:
-                raise ValueError(f"the program has readouts {outs}; pass name=")
-            name = outs[0]
-        if name not in outs:
-            raise KeyError(f"{name!r} is not a readout; readouts: {outs}")
-        return self.kernels[name]
+        return self.kernels[readout(self._engine.G, name)]
 
     def cross(self, a: str, b: str) -> np.ndarray:
         """``E[Z^a(x) Z^b(x')]`` for two vector nodes (P x P, not symmetric in general)."""
@@ -139,14 +132,7 @@ class _Engine:
 
     # -- covariance of G-variables -------------------------------------------------------------
     def cov(self, a, b):
-        key = (a, b)
-        if key in self._cov:
-            return self._cov[key]
-        if (b, a) in self._cov:
-            return self._cov[(b, a)].T
-        out = self._cov_raw(a, b)
-        self._cov[key] = out
-        return out
+        return _memo_pair(self._cov, a, b, self._cov_raw)
 
     def _cov_raw(self, a, b):
         oa, ob = self.op(a), self.op(b)
@@ -219,14 +205,7 @@ class _Engine:
         return out
 
     def moment(self, a, b):
-        key = (a, b)
-        if key in self._mom:
-            return self._mom[key]
-        if (b, a) in self._mom:
-            return self._mom[(b, a)].T
-        out = self._moment_raw(a, b)
-        self._mom[key] = out
-        return out
+        return _memo_pair(self._mom, a, b, self._moment_raw)
 
     def _moment_raw(self, a, b):
         for x, y, flip in ((a, b, False), (b, a, True)):
@@ -308,6 +287,16 @@ class _Engine:
         if se is not None:
             self.mc_stderr[(n, "mean")] = se
         return value
+
+
+def _memo_pair(cache, a, b, compute):
+    """Memoized P x P block for (a, b); the block of (b, a) is its transpose."""
+    if (a, b) in cache:
+        return cache[(a, b)]
+    if (b, a) in cache:
+        return cache[(b, a)].T
+    cache[(a, b)] = out = compute(a, b)
+    return out
 
 
 def _apply(fn, z, params=None):

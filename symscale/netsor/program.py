@@ -523,6 +523,19 @@ def _check_node(G, node, op, par, kind, transposed):
                                       "non-negative variances")
 
 
+def readout(program, name=None) -> str:
+    """The readout called ``name``, or the only readout when ``name`` is None."""
+    G = as_graph(program)
+    outs = [n for n, d in G.nodes(data=True) if isinstance(d.get("op"), Readout)]
+    if name is None:
+        if len(outs) != 1:
+            raise ValueError(f"the program has readouts {outs}; pass the readout's name")
+        return outs[0]
+    if name not in outs:
+        raise KeyError(f"{name!r} is not a readout; readouts: {outs}")
+    return name
+
+
 def topological_order(program) -> list:
     """Nodes in a deterministic topological order (ties broken by insertion order)."""
     G = as_graph(program)

@@ -33,8 +33,8 @@ from ..errors import NoClosedFormError
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
 from .infinite import _Engine
-from .program import (Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, Readout, _kinds,
-                      _parents, as_graph, validate)
+from .program import (Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, _kinds, _parents,
+                      as_graph, readout, validate)
 
 __all__ = ["symbolic_kernel", "x11", "x12", "x22"]
 
@@ -53,13 +53,7 @@ def symbolic_kernel(program, output: str | None = None) -> Formula:
     """
     G = as_graph(program)
     validate(G)
-    outs = [n for n, d in G.nodes(data=True) if isinstance(d["op"], Readout)]
-    if output is None:
-        if len(outs) != 1:
-            raise ValueError(f"the program has readouts {outs}; pass output=")
-        output = outs[0]
-    if output not in outs:
-        raise KeyError(f"{output!r} is not a readout; readouts: {outs}")
+    output = readout(G, output)
     keys = {d["op"].data for _, d in G.nodes(data=True) if isinstance(d["op"], Embed)}
     if len(keys) > 1:
         raise NoClosedFormError(f"symbolic_kernel handles one input key, got {sorted(keys)}; "
