@@ -219,8 +219,10 @@ class Activation:
         """Evaluate phi on an array (float64)."""
         arr = np.asarray(x, dtype=float)
         with np.errstate(all="ignore"):
-            out = self.numpy(arr)
-        return np.broadcast_to(np.asarray(out, dtype=float), arr.shape).copy()
+            out = np.asarray(self.numpy(arr), dtype=float)
+        if out.shape != arr.shape or out is arr or np.shares_memory(out, arr):
+            out = np.broadcast_to(out, arr.shape).copy()  # constants, views: a fresh array
+        return out
 
     def __str__(self) -> str:
         return self.label

@@ -100,16 +100,19 @@ def _dual_kernel(act: Activation, derivative: bool) -> Formula:
     display, stable = closed_form(target.family)
     tag = target.label.replace("_", r"\_").replace("'", "")
     head = r"\dot V" if derivative else "V"
+    # symbolic activation parameters become variables; sampling needs numbers
+    params = sorted(display.free_symbols - {q11, q12, q22}, key=str)
+    numeric = not params
     return Formula(
         display,
-        KERNEL_VARIABLES,
+        KERNEL_VARIABLES + tuple(Variable(p_, "activation parameter") for p_ in params),
         name=f"V[{target.label}]",
         lhs=r"%s_{\mathrm{%s}}(q_{11}, q_{12}, q_{22})" % (head, tag),
         description=f"E[phi(u) phi(v)] for phi = {target.label}, (u, v) ~ N(0, [[q11, q12], "
         "[q12, q22]])",
         stable_expr=stable,
-        sampler=pair_sampler(target),
-        point_sampler=random_psd_point,
+        sampler=pair_sampler(target) if numeric else None,
+        point_sampler=random_psd_point if numeric else None,
     )
 
 

@@ -1,0 +1,25 @@
+"""Shaped deep MLPs: the neural covariance SDE, simulators, Bayesian evidence, deep linear nets."""
+
+from .bayes import (DepthBenefit, EvidenceRate, PredictiveRate, carre_du_champ,
+                    check_first_order, depth_benefit, drift_matrix, evidence_first_order,
+                    generator, generator_numeric, gram_symbols, log_gaussian_likelihood,
+                    partition_function, predictive_first_order)
+from .linear import (LinearEvidence, LinearModel, deep_linear_evidence, deep_linear_prior,
+                     log_meijer_g0m, meijer_g0m, posterior_scale, predictive_density,
+                     relu_deep_prior)
+from .sde import (CorrelationSDE, ExplosionCriterion, correlation_sde, diffusion, drift,
+                  explosion_criterion, nu)
+from .shaping import Shaped, shaped, shaped_relu, taylor_at_zero
+from .simulate import (Paths, check_psd, finite_width_chain, finite_width_network, psd_sqrt,
+                       simulate_correlation_sde, simulate_sde)
+
+__all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "drift", "nu", "diffusion",
+           "correlation_sde", "explosion_criterion", "CorrelationSDE", "ExplosionCriterion",
+           "Paths", "check_psd", "psd_sqrt", "finite_width_chain", "finite_width_network",
+           "simulate_sde", "simulate_correlation_sde", "gram_symbols", "generator",
+           "generator_numeric", "carre_du_champ", "log_gaussian_likelihood", "partition_function",
+           "evidence_first_order", "EvidenceRate", "predictive_first_order", "PredictiveRate",
+           "depth_benefit", "DepthBenefit", "check_first_order", "drift_matrix",
+           "deep_linear_prior", "relu_deep_prior",
+           "deep_linear_evidence", "posterior_scale", "predictive_density", "meijer_g0m",
+           "log_meijer_g0m", "LinearEvidence", "LinearModel"]

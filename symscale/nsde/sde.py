@@ -1,0 +1,386 @@
+r"""The neural covariance SDE, derived from the activation.
+
+With :math:`t = \ell/n`, the Gram matrix of a shaped MLP converges to
+:math:`dV = b(V)\,dt + \Sigma(V)^{1/2} dB` with :math:`\Sigma(V)_{ab,cd} = V_{ac}V_{bd} +
+V_{ad}V_{bc}` and :math:`b(V) = \lim_n n\,[c\,K_{\phi_n}(V) - V]`. This module *derives* b:
+
+* smooth activations: expand :math:`\phi_s(x) = \phi(\varepsilon x)/\varepsilon` in
+  :math:`\varepsilon = 1/s` with sympy, take the bivariate Gaussian moments of the product
+  (Wick/Isserlis, from the moment generating function), check that the
+  :math:`\varepsilon` term vanishes and keep the :math:`\varepsilon^2` term
+  (:math:`n\varepsilon^2 = a^{-2}`);
+* shaped ReLU: the two-slope dual kernel of the registry with slopes
+  :math:`1 + c_\pm\varepsilon`, times :math:`c = 2/(s_+^2+s_-^2)`, minus V, over
+  :math:`\varepsilon^2`, as :math:`\varepsilon \to 0`.
+
+The correlation SDE of :math:`\rho = V_{12}/\sqrt{V_{11}V_{22}}` is derived with Itô's formula,
+and the explosion rate of the diagonal is read off the derived drift.
+
+Examples
+--------
+>>> from symscale.nsde import drift
+>>> drift("tanh").expr
+-V_ab*(V_aa + V_bb)/a**2
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from ..activations import Activation, X, activation, as_activation
+from ..families import TwoSlope
+from ..formula import Formula, Variable
+from ..kernels.dual import dual_kernel, q11, q12, q22
+from .shaping import Shaped, taylor_at_zero
+
+__all__ = ["drift", "nu", "diffusion", "correlation_sde", "explosion_criterion", "CorrelationSDE",
+           "ExplosionCriterion", "Vaa", "Vab", "Vbb", "a_sym", "c_plus", "c_minus", "rho",
+           "bivariate_moment"]
+
+Vaa = sp.Symbol("V_aa", positive=True)
+Vab = sp.Symbol("V_ab", real=True)
+Vbb = sp.Symbol("V_bb", positive=True)
+a_sym = sp.Symbol("a", positive=True)
+c_plus = sp.Symbol("c_plus", real=True)
+c_minus = sp.Symbol("c_minus", real=True)
+rho = sp.Symbol("rho", real=True)
+_EPS = sp.Symbol("epsilon", positive=True)
+_S, _T = sp.symbols("s t")
+_N_CHECK = 1_000_000  # width used by the samplers: bias O(n^-1/2) at most
+
+_V_VARS = (Variable(Vaa, "V_aa: variance of input a"), Variable(Vab, "V_ab: covariance"),
+           Variable(Vbb, "V_bb: variance of input b"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Wick moments
+
+
+@lru_cache(maxsize=None)
+def bivariate_moment(i: int, j: int) -> sp.Expr:
+    """E[u^i v^j] for (u, v) ~ N(0, [[V_aa, V_ab], [V_ab, V_bb]]), from the MGF (Isserlis).
+
+    Examples
+    --------
+    >>> from symscale.nsde.sde import bivariate_moment
+    >>> bivariate_moment(2, 2)
+    V_aa*V_bb + 2*V_ab**2
+    """
+    mgf = sp.exp((_S**2 * Vaa + 2 * _S * _T * Vab + _T**2 * Vbb) / 2)
+    d = sp.diff(mgf, _S, i, _T, j) if i or j else mgf
+    return sp.expand(d.subs({_S: 0, _T: 0}))
+
+
+def _gaussian_expectation_uv(poly):
+    """E[p(u, v)] for a polynomial p by Isserlis term by term."""
+    u, v = sp.symbols("u v")
+    p = sp.Poly(sp.expand(poly), u, v)
+    return sp.expand(sum(c * bivariate_moment(i, j) for (i, j), c in p.terms()))
+
+
+# ---------------------------------------------------------------------------------------------
+# drift
+
+
+def drift(act, *, a=None, c_plus_value=None, c_minus_value=None) -> Formula:
+    """The drift b(V)_ab of the neural covariance SDE as a :class:`~symscale.Formula`.
+
+    Parameters
+    ----------
+    act : str, Activation or Shaped
+        A smooth base activation (phi(0) = 0, phi'(0) = 1), a two-slope activation (relu,
+        leaky_relu, shaped_relu: the shaped-ReLU drift) or a :class:`Shaped`.
+    a : float, optional
+        Shaping strength of a smooth activation (symbolic ``a`` if omitted).
+    c_plus_value, c_minus_value : float, optional
+        Slope offsets of the shaped ReLU (symbolic ``c_plus``, ``c_minus`` if omitted).
+
+    Returns
+    -------
+    Formula
+        In ``V_aa, V_ab, V_bb`` (and the symbolic parameters), with a sampler of the finite-width
+        quantity n (c phi_s(u) phi_s(v) - u v) at n = 10^4 (with a zero-mean first-order control
+        variate), so ``check()`` compares the derivation with Monte Carlo.
+
+    Raises
+    ------
+    DomainError
+        A non-smooth activation that is not of the two-slope family, or phi(0) != 0 or
+        phi'(0) != 1.
+    """
+    if isinstance(act, Shaped):
+        if act.kind == "relu":
+            return _relu_drift(act.c_plus, act.c_minus)
+        return _smooth_drift(act.base, act.a)
+    act = as_activation(act)
+    if isinstance(act.family, TwoSlope):
+        return _relu_drift(c_plus_value, c_minus_value)
+    return _smooth_drift(act, a)
+
+
+@lru_cache(maxsize=128)
+def _smooth_drift_expr(act: Activation):
+    """a^2 b(V) derived by the epsilon expansion; also returns (phi''(0), phi'''(0))."""
+    taylor = taylor_at_zero(act, 3)
+    if taylor[0] != 0 or taylor[1] != 1:
+        from ..errors import DomainError
+
+        raise DomainError(f"the shaped-network drift needs phi(0) = 0 and phi'(0) = 1; "
+                          f"{act.label} has phi(0) = {taylor[0]}, phi'(0) = {taylor[1]}")
+    u, v = sp.symbols("u v")
+    phi_s = sp.series(act.expr.subs(X, _EPS * X) / _EPS, _EPS, 0, 3).removeO()  # x + eps.. + eps^2..
+    prod = sp.expand(phi_s.subs(X, u) * phi_s.subs(X, v))
+    coeffs = [prod.coeff(_EPS, k) for k in range(3)]
+    moments = [_gaussian_expectation_uv(c) for c in coeffs]
+    if sp.simplify(moments[0] - Vab) != 0 or sp.simplify(moments[1]) != 0:
+        raise AssertionError("the epsilon expansion lost its structure")  # pragma: no cover
+    return sp.factor(moments[2]), taylor[2], taylor[3]
+
+
+def _smooth_drift(act: Activation, a):
+    body, phi2, phi3 = _smooth_drift_expr(act)
+    a_val = a_sym if a is None else sp.nsimplify(a)
+    expr = body / a_val**2
+    variables = _V_VARS + ((Variable(a_sym, "shaping strength: s = a sqrt(n)"),)
+                           if a is None else ())
+    params = sorted(expr.free_symbols - {Vaa, Vab, Vbb, a_sym}, key=str)
+    variables += tuple(Variable(p_, "activation parameter") for p_ in params)
+    if params:  # symbolic activation parameters: a formula to study, nothing to sample
+        return Formula(expr, variables, name=f"b[{act.label}]", lhs=r"b_{ab}(V)")
+    phi2f = float(phi2)
+
+    def sampler(point, n, rng):
+        av = point.get("a", a)
+        u, w = _pair(point, n, rng)
+        s = av * math.sqrt(_N_CHECK)
+        fu, fw = s * act(u / s), s * act(w / s)
+        cv = (phi2f / 2) * (u * u * w + u * w * w) / s  # first-order term, mean 0
+        return _N_CHECK * (fu * fw - u * w - cv)
+
+    return Formula(expr, variables, name=f"b[{act.label}]",
+                   lhs=r"b_{ab}(V)", description=f"NSDE drift of the shaped {act.label}",
+                   sampler=sampler, point_sampler=_psd_point(a is None, "a"))
+
+
+@lru_cache(maxsize=8)
+def _relu_drift_expr():
+    """b(V) of the shaped ReLU from the registry's two-slope dual kernel."""
+    sp_, sm = 1 + c_plus * _EPS, 1 + c_minus * _EPS
+    V = dual_kernel(activation("shaped_relu", s_plus=sp_, s_minus=sm)).expr  # the registry's
+    V = V.xreplace({q11: Vaa, q12: Vab, q22: Vbb})
+    weight = 2 / (sp_**2 + sm**2)
+    scaled = sp.expand(weight * V - Vab)
+    b = sp.limit(sp.simplify(scaled / _EPS**2), _EPS, 0)
+    # the drift is (c_plus - c_minus)^2 times a function of V: verify, then write it so
+    shape = sp.simplify(b / (c_plus - c_minus) ** 2)
+    if shape.free_symbols & {c_plus, c_minus}:  # pragma: no cover - a failed derivation
+        raise AssertionError(f"unexpected shaped-ReLU drift {b}")
+    return (c_plus - c_minus) ** 2 * sp.collect(sp.expand(shape), sp.pi)
+
+
+def _stable(expr):
+    """acos(V_ab / sqrt(V_aa V_bb)) -> atan2(sqrt(max(D, 0)), V_ab) and sqrt(D) -> sqrt(max)."""
+    D = sp.Max(Vaa * Vbb - Vab**2, 0)
+    theta = sp.atan2(sp.sqrt(D), Vab)
+    return expr.replace(sp.acos, lambda arg: theta).replace(
+        lambda e: isinstance(e, sp.Pow) and e.exp == sp.Rational(1, 2)
+        and sp.expand(e.base - (Vaa * Vbb - Vab**2)) == 0, lambda e: sp.sqrt(D))
+
+
+def _relu_drift(cp, cm):
+    expr = _relu_drift_expr()
+    subs, variables = {}, list(_V_VARS)
+    for sym, val, label in ((c_plus, cp, "c_plus"), (c_minus, cm, "c_minus")):
+        if val is None:
+            variables.append(Variable(sym, f"{label}: slope offset, s = 1 + {label}/sqrt(n)"))
+        else:
+            subs[sym] = sp.nsimplify(val)
+    expr = expr.xreplace(subs)
+
+    def sampler(point, n, rng):
+        cpv = point.get("c_plus", cp)
+        cmv = point.get("c_minus", cm)
+        u, w = _pair(point, n, rng)
+        eps = 1 / math.sqrt(_N_CHECK)
+        spv, smv = 1 + cpv * eps, 1 + cmv * eps
+        weight = 2 / (spv**2 + smv**2)
+
+        def g(x):
+            return np.where(x > 0, cpv * x, cmv * x)
+
+        def phi(x):
+            return np.where(x > 0, spv * x, smv * x)
+
+        cv = eps * (u * g(w) + g(u) * w - (cpv + cmv) * u * w)  # first-order term, mean 0
+        return _N_CHECK * (weight * phi(u) * phi(w) - u * w - cv)
+
+    free = [v.name for v in variables[3:]]
+    return Formula(expr, variables, name="b[shaped relu]", lhs=r"b_{ab}(V)",
+                   description="NSDE drift of the shaped ReLU",
+                   stable_expr=_stable(expr), sampler=sampler,
+                   point_sampler=_psd_point(bool(free), *free))
+
+
+def nu(c_plus_value=None, c_minus_value=None) -> Formula:
+    """nu(rho) with b_ab = nu(rho_ab) sqrt(V_aa V_bb) for the shaped ReLU (derived from b)."""
+    b = _relu_drift_expr()
+    expr = b.xreplace({Vaa: 1, Vbb: 1, Vab: rho})
+    variables = [Variable(rho, "correlation")]
+    subs = {}
+    for sym, val in ((c_plus, c_plus_value), (c_minus, c_minus_value)):
+        if val is None:
+            variables.append(Variable(sym))
+        else:
+            subs[sym] = sp.nsimplify(val)
+    return Formula(expr.xreplace(subs), variables, name="nu", lhs=r"\nu(\rho)")
+
+
+# ---------------------------------------------------------------------------------------------
+# diffusion, correlation SDE, explosion
+
+
+def diffusion() -> Formula:
+    """Sigma(V)_{ab,cd} = V_ac V_bd + V_ad V_bc: the covariance rate of dV_ab and dV_cd.
+
+    Its sampler is exact at any width for a linear layer: n (V'_ab - V_ab)(V'_cd - V_cd) with
+    V' = Z^T Z / n and the rows of Z iid N(0, V) (checked here with P = 2, (a, b, c, d) =
+    (1, 2, 1, 1)).
+    """
+    v11, v12, v22 = sp.symbols("V_11 V_12 V_22", real=True)
+    # (a, b, c, d) = (1, 2, 1, 1): Sigma = V_11 V_21 + V_11 V_21 = 2 V_11 V_12
+    expr = v11 * v12 + v11 * v12
+
+    def sampler(point, n, rng):
+        V = np.array([[point["V_11"], point["V_12"]], [point["V_12"], point["V_22"]]])
+        L = np.linalg.cholesky(V)
+        m = 64
+        Z = rng.standard_normal((n, m, 2)) @ L.T
+        Vn = np.einsum("kia,kib->kab", Z, Z) / m
+        return m * (Vn[:, 0, 1] - V[0, 1]) * (Vn[:, 0, 0] - V[0, 0])
+
+    def points(rng):
+        p = _random_psd(rng)
+        return {"V_11": p[0], "V_12": p[1], "V_22": p[2]}
+
+    return Formula(expr, [v11, v12, v22], name="Sigma[12,11]",
+                   lhs=r"\Sigma_{12,11}(V) = V_{11}V_{21} + V_{11}V_{21}",
+                   description="diffusion entry (a, b, c, d) = (1, 2, 1, 1); general rule "
+                   "V_ac V_bd + V_ad V_bc", sampler=sampler, point_sampler=points)
+
+
+def _sigma_pairs(V):
+    """Cov rates of (dV11, dV12, dV22) for P = 2 in symbols (derived from V_ac V_bd + V_ad V_bc)."""
+    idx = [(0, 0), (0, 1), (1, 1)]
+    S = sp.zeros(3, 3)
+    for i, (a, b) in enumerate(idx):
+        for j, (c, d) in enumerate(idx):
+            S[i, j] = V[a, c] * V[b, d] + V[a, d] * V[b, c]
+    return S
+
+
+@dataclass(frozen=True)
+class CorrelationSDE:
+    """d rho = drift dt + diffusion dW (Itô), both as Formulas."""
+
+    drift: Formula
+    diffusion: Formula
+
+
+def correlation_sde(act, **params) -> CorrelationSDE:
+    """The Itô SDE of rho = V_12 / sqrt(V_11 V_22) for P = 2, derived by Itô's formula.
+
+    Variables: ``rho``, ``V_11``, ``V_22`` (the ReLU drift does not depend on the variances)
+    plus symbolic parameters. ``params`` are passed to :func:`drift`.
+    """
+    b = drift(act, **params)
+    v11, v22 = sp.symbols("V_11 V_22", positive=True)
+    v12 = sp.Symbol("V_12", real=True)
+    V = sp.Matrix([[v11, v12], [v12, v22]])
+    coords = [v11, v12, v22]
+    r = v12 / sp.sqrt(v11 * v22)
+    grad = [sp.diff(r, x) for x in coords]
+    bvec = [b.expr.xreplace({Vaa: v11, Vab: v11, Vbb: v11}),
+            b.expr.xreplace({Vaa: v11, Vab: v12, Vbb: v22}),
+            b.expr.xreplace({Vaa: v22, Vab: v22, Vbb: v22})]
+    S = _sigma_pairs(V)
+    drift_r = sum(g * bb for g, bb in zip(grad, bvec)) + sp.Rational(1, 2) * sum(
+        sp.diff(r, coords[i], coords[j]) * S[i, j] for i in range(3) for j in range(3))
+    var_r = sum(grad[i] * grad[j] * S[i, j] for i in range(3) for j in range(3))
+    sub = {v12: rho * sp.sqrt(v11 * v22)}
+    drift_r = sp.simplify(sp.expand(drift_r.xreplace(sub)))
+    # on the correlation range [-1, 1]: |rho - 1| = 1 - rho and |rho + 1| = 1 + rho
+    sigma_r = sp.sqrt(sp.factor(sp.simplify(var_r.xreplace(sub)))).replace(
+        sp.Abs, lambda e: e if sp.expand(e - (rho + 1)) == 0 else
+        (-e if sp.expand(e - (rho - 1)) == 0 else sp.Abs(e)))
+    sigma_r = sp.factor(sigma_r)
+    params_vars = [v for v in b.variables[3:]]
+    used = drift_r.free_symbols
+    vars_ = [Variable(rho, "correlation")] + [Variable(x) for x in (v11, v22) if x in used] + \
+        params_vars
+    return CorrelationSDE(
+        Formula(drift_r, vars_, name=f"drift_rho[{b.name}]", lhs=r"\mu_\rho"),
+        Formula(sigma_r, [Variable(rho, "correlation")], name="sigma_rho",
+                lhs=r"\sigma_\rho"),
+    )
+
+
+@dataclass(frozen=True)
+class ExplosionCriterion:
+    """dV_aa = mu V_aa^2 dt + sqrt(2) V_aa dB: V_aa explodes with positive probability iff mu > 0."""
+
+    mu: Formula
+    statement: str
+
+    def explodes(self, **values) -> bool:
+        """Whether mu > 0 at the given parameter values (e.g. ``a=1``)."""
+        return bool(float(self.mu(**values)) > 0)
+
+
+def explosion_criterion(act, a=None) -> ExplosionCriterion:
+    """mu = b_aa / V_aa^2 read off the derived drift; mu = a^-2 (3/4 phi''(0)^2 + phi'''(0)).
+
+    The diagonal obeys dV_aa = mu V_aa^2 dt + sqrt(2) V_aa dB; with Y = 1/V_aa,
+    dY = (2Y - mu) dt - sqrt(2) Y dB, so Y reaches 0 (V_aa explodes) in finite time with
+    positive probability iff mu > 0.
+    """
+    b = drift(act, a=a)
+    mu = sp.simplify(b.expr.xreplace({Vaa: Vaa, Vab: Vaa, Vbb: Vaa}) / Vaa**2)
+    f = Formula(mu, b.variables[3:], name=f"mu[{b.name}]", lhs=r"\mu")
+    return ExplosionCriterion(f, "V_aa explodes in finite time with positive probability iff "
+                                 "mu > 0 (mu = b_aa / V_aa^2)")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers for samplers
+
+
+def _random_psd(rng):
+    v1, v2 = np.exp(rng.uniform(np.log(0.5), np.log(2.0), size=2))
+    r = rng.uniform(-0.9, 0.9)
+    return float(v1), float(r * math.sqrt(v1 * v2)), float(v2)
+
+
+def _psd_point(with_params: bool, *names):
+    def point(rng):
+        vaa, vab, vbb = _random_psd(rng)
+        out = {"V_aa": vaa, "V_ab": vab, "V_bb": vbb}
+        if with_params:
+            for nm in names:
+                out[nm] = float(rng.uniform(0.8, 2.0)) if nm == "a" else \
+                    float(rng.uniform(-1.5, 1.5))
+        return out
+
+    return point
+
+
+def _pair(point, n, rng):
+    vaa, vab, vbb = point["V_aa"], point["V_ab"], point["V_bb"]
+    z1, z2 = rng.standard_normal((2, n))
+    s1 = math.sqrt(vaa)
+    lead = vab / s1
+    return s1 * z1, lead * z1 + math.sqrt(max(vbb - lead * lead, 0.0)) * z2

@@ -1,0 +1,145 @@
+"""Deep linear networks: Meijer-G priors, evidence, posterior scale and predictive density."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+
+from symscale.nsde import (deep_linear_evidence, deep_linear_prior, log_meijer_g0m, meijer_g0m,
+                           posterior_scale, predictive_density, relu_deep_prior)
+
+
+def _chi2_mixture_density(h, widths):
+    """p(h) = E[N(h; 0, prod chi2_{n_l} / n_l)] by nested adaptive quadrature (scipy)."""
+    from scipy import integrate
+
+    n1, n2 = widths
+
+    def chi2(x, k):
+        if x <= 0:
+            return 0.0
+        return math.exp((k / 2 - 1) * math.log(x) - x / 2 - k / 2 * math.log(2)
+                        - math.lgamma(k / 2))
+
+    def integrand(x2, x1):
+        var = x1 * x2 / (n1 * n2)
+        if var <= 0:
+            return 0.0
+        return chi2(x1, n1) * chi2(x2, n2) * math.exp(-h * h / (2 * var)) / math.sqrt(
+            2 * math.pi * var)
+
+    val, _ = integrate.dblquad(integrand, 0, np.inf, 0, np.inf, epsabs=1e-13, epsrel=1e-12)
+    return val
+
+
+def test_prior_matches_the_chi2_mixture_and_the_reference():
+    p = deep_linear_prior([3, 5])
+    assert abs(float(p(0.25)) - 0.513311975085) < 1e-11
+    for h in (0.25, 1.3):
+        assert abs(float(p(h)) - _chi2_mixture_density(h, (3, 5))) < 1e-9
+    with mpmath.workdps(15):
+        total = 2 * mpmath.quad(lambda x: p.numeric("mpmath")(x), [0, 1, 4, mpmath.inf])
+    assert abs(total - 1) < 1e-9
+    assert "G^{3, 0}_{0, 3}" in p.latex() or "G" in p.latex()
+
+
+def test_relu_prior_against_sampled_networks():
+    ns = (3, 4)
+    f, atom = relu_deep_prior(ns)
+    rng = np.random.default_rng(0)
+    N = 200_000
+    h1 = np.maximum(rng.standard_normal((N, 3)), 0)
+    h2 = np.maximum(np.einsum("nij,nj->ni", rng.standard_normal((N, 4, 3)), h1), 0)
+    out = np.einsum("ni,ni->n", rng.standard_normal((N, 4)), h2) * math.sqrt(2**2 / 12)
+    for lo, hi in ((-0.3, 0.3), (0.5, 2.0)):
+        inside = (out > lo) & (out < hi)
+        frac, se = inside.mean(), inside.std(ddof=1) / math.sqrt(N)
+        with mpmath.workdps(15):  # the density is singular at 0: split there
+            mass = float(mpmath.quad(lambda x: f.numeric("mpmath")(x),
+                                     sorted({lo, hi} | ({0.0} if lo < 0 < hi else set()))))
+        if lo < 0 < hi:
+            mass += atom
+        assert abs(frac - mass) <= 5 * se
+    assert abs(np.mean(out == 0) - atom) <= 5 * math.sqrt(atom * (1 - atom) / N)
+
+
+X_REF = np.array([[1.0, 0.5], [0.0, 1.0], [0.0, 0.0]]).T  # rows are the inputs
+Y_REF = np.array([0.7, -0.4])
+X_NEW = np.array([0.3, -0.2, 1.1])
+
+
+def test_reference_regression_case():
+    ev = deep_linear_evidence(X_REF, Y_REF, [4, 7])
+    assert ev.path == "series"
+    assert math.isclose(ev.model.c, 1 / 84) and math.isclose(ev.model.M_star, 1.0525)
+    assert abs(ev.value - 0.0613993132436) < 1e-12
+    s2, _ = posterior_scale(X_REF, Y_REF, [4, 7])
+    assert abs(s2 - 0.466189455162) < 1e-11
+    d0, _ = predictive_density(0.36, X_NEW, X_REF, Y_REF, [4, 7])
+    d1, _ = predictive_density(1.36, X_NEW, X_REF, Y_REF, [4, 7])
+    assert abs(d0 - 0.602558541107) < 1e-11 and abs(d1 - 0.182491569214) < 1e-11
+    # total mass 1 (the tails beyond +-12 carry less than 1e-12)
+    ys = np.linspace(-12, 12, 1201) + 0.36
+    dens = np.array([predictive_density(y, X_NEW, X_REF, Y_REF, [4, 7], dps=16)[0]
+                     for y in ys])
+    mass = np.sum((dens[1:] + dens[:-1]) / 2 * np.diff(ys))
+    assert abs(mass - 1) < 1e-4  # trapezoid error at step 0.02
+
+
+def test_evidence_and_posterior_scale_against_monte_carlo():
+    """Random instance N0 = 6, P = 3, widths (4, 7): s^2 = c chi2_4 chi2_7, Y ~ N(0, s^2 X X^T)."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3, 6))
+    Y = rng.standard_normal(3)
+    variances = (1.5, 0.8, 1.2)
+    ev = deep_linear_evidence(X, Y, [4, 7], variances)
+    s2_exact, _ = posterior_scale(X, Y, [4, 7], variances)
+    c = ev.model.c
+    N = 400_000
+    s2 = c * rng.chisquare(4, N) * rng.chisquare(7, N)
+    G = X @ X.T
+    q = Y @ np.linalg.solve(G, Y)
+    logdet = np.linalg.slogdet(G)[1]
+    like = np.exp(-q / (2 * s2) - 1.5 * np.log(2 * np.pi * s2) - logdet / 2)
+    z, se = like.mean(), like.std(ddof=1) / math.sqrt(N)
+    assert abs(z - ev.value) <= 5 * se
+    # ratio estimator with the delta-method standard error
+    num = s2 * like
+    ratio = num.mean() / z
+    var = np.var(num - ratio * like, ddof=1) / N / z**2
+    assert abs(ratio - s2_exact) <= 5 * math.sqrt(var)
+
+
+def _asym(z, b):
+    m = len(b)
+    theta = (sum(b) - (m - 1) / 2) / m
+    return (m - 1) / 2 * math.log(2 * math.pi) - math.log(m) / 2 + theta * math.log(z) \
+        - m * z ** (1 / m)
+
+
+def test_asymptotic_path_at_large_argument():
+    b = [0, 1, 2.5]
+    exact, path = log_meijer_g0m(1e5, b)
+    assert path == "series"
+    # exact / asymptotic = 1.032 at z = 1e5 (theory note 02, section 9)
+    assert abs(math.exp(float(exact) - _asym(1e5, b)) - 1.032) < 0.002
+    logv, path = log_meijer_g0m(1e12, b)  # G ~ exp(-30000): the asymptotic takes over
+    assert path == "asymptotic" and math.isclose(float(logv), _asym(1e12, b), rel_tol=1e-14)
+    val, path = meijer_g0m(2.0, [0, 1, 2.5])
+    assert path == "series" and abs(float(val) - 0.393887518809538) < 1e-13
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: deep_linear_evidence(np.ones((4, 3)), np.ones(4), [3]), "P = 4 inputs in N0 = 3"),
+    (lambda: deep_linear_evidence(np.array([[1.0, 0], [2.0, 0]]), np.ones(2), [3]), "singular"),
+    (lambda: deep_linear_evidence(np.full((2, 3), np.nan), np.ones(2), [3]), "finite"),
+    (lambda: deep_linear_evidence(np.eye(2, 3), np.ones(2), [0]), "widths"),
+    (lambda: deep_linear_evidence(np.eye(2, 3), np.ones(2), [3], [1.0]), "variances"),
+    (lambda: predictive_density(0.0, np.array([1.0, 0.5, 0.0]), X_REF, Y_REF, [4, 7]),
+     "span"),
+    (lambda: log_meijer_g0m(-1.0, [0, 1]), "> 0"),
+])
+def test_bad_inputs(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
