@@ -5,8 +5,8 @@ from .bayes import (DepthBenefit, EvidenceRate, PredictiveRate, carre_du_champ,
                     generator, generator_numeric, gram_symbols, log_gaussian_likelihood,
                     partition_function, predictive_first_order)
 from .linear import (LinearEvidence, LinearModel, deep_linear_evidence, deep_linear_prior,
-                     log_meijer_g0m, meijer_g0m, posterior_scale, predictive_density,
-                     relu_deep_prior)
+                     large_depth_log_evidence, log_meijer_g0m, meijer_g0m, posterior_scale,
+                     predictive_density, relu_deep_prior)
 from .sde import (CorrelationSDE, ExplosionCriterion, correlation_sde, diffusion, drift,
                   explosion_criterion, nu)
 from .shaping import Shaped, shaped, shaped_relu, taylor_at_zero
@@ -22,4 +22,4 @@ __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "drift", "nu", "
            "depth_benefit", "DepthBenefit", "check_first_order", "drift_matrix",
            "deep_linear_prior", "relu_deep_prior",
            "deep_linear_evidence", "posterior_scale", "predictive_density", "meijer_g0m",
-           "log_meijer_g0m", "LinearEvidence", "LinearModel"]
+           "log_meijer_g0m", "LinearEvidence", "LinearModel", "large_depth_log_evidence"]

@@ -304,12 +304,21 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
     exploded = np.zeros(n_paths, bool)
     left = np.zeros(n_paths, bool)
     saved, times = [], []
-    for step in tqdm(range(steps), disable=not progress, desc="steps"):
+    for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
         live = np.flatnonzero(~(exploded | left))
         if live.size == 0:
             break
         Vl = V[live]
-        S = psd_sqrt(Vl)
+        # one eigen-decomposition per step serves the PSD check and the square root
+        w, U = np.linalg.eigh(Vl)
+        scale = np.maximum(np.abs(w).max(axis=1), 1e-300)
+        outside = w[:, 0] < -1e-10 * scale
+        if outside.any():
+            left[live[outside]] = True
+            live, Vl, w, U = live[~outside], Vl[~outside], w[~outside], U[~outside]
+        if step == steps:
+            break  # the last pass only checks the final states
+        S = (U * np.sqrt(np.maximum(w, 0.0))[:, None, :]) @ np.swapaxes(U, -1, -2)
         drift_dt = b(Vl) * dt
         if scheme == "euler":
             G = rng.standard_normal((live.size, P, P))
@@ -321,13 +330,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         with np.errstate(invalid="ignore"):
             finite = np.all(np.isfinite(Vn), axis=(1, 2)) & (np.abs(Vn).max(axis=(1, 2)) < limit)
         exploded[live[~finite]] = True
-        ok = live[finite]
-        Vn = Vn[finite]
-        w = np.linalg.eigvalsh(Vn)
-        scale = np.maximum(np.abs(Vn).max(axis=(1, 2)), 1e-300)
-        inside = w[:, 0] >= -1e-10 * scale
-        left[ok[~inside]] = True
-        V[ok[inside]] = Vn[inside]
+        V[live[finite]] = Vn[finite]
         if save_every and (step + 1) % save_every == 0:
             saved.append(V.copy())
             times.append((step + 1) * dt)

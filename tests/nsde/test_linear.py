@@ -143,3 +143,42 @@ def test_asymptotic_path_at_large_argument():
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_quadrature_path_agrees_with_meijer_and_monte_carlo():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3, 6))
+    Y = rng.standard_normal(3)
+    for widths in ([4, 7], [20] * 6):
+        a = deep_linear_evidence(X, Y, widths, method="meijer")
+        b = deep_linear_evidence(X, Y, widths, method="quadrature")
+        assert b.path == "quadrature" and abs(a.value - b.value) <= 1e-12 * a.value
+        sa = posterior_scale(X, Y, widths, method="meijer")[0]
+        sb = posterior_scale(X, Y, widths, method="quadrature")[0]
+        assert abs(sa - sb) <= 1e-12 * sa
+    # a deep network (L = 60): quadrature against Monte Carlo over log s^2
+    widths = [20] * 60
+    ev = deep_linear_evidence(X, Y, widths)
+    assert ev.path == "quadrature"
+    N = 200_000
+    log_s2 = ev.model.log_c + np.log(rng.chisquare(20, (N, 60))).sum(axis=1)
+    s2 = np.exp(log_s2)
+    G = X @ X.T
+    like = np.exp(-ev.model.M_star / (2 * s2) - 1.5 * np.log(2 * np.pi * s2)
+                  - np.linalg.slogdet(G)[1] / 2)
+    assert abs(like.mean() - ev.value) <= 5 * like.std(ddof=1) / math.sqrt(N)
+
+
+def test_large_depth_heuristic_tracks_the_exact_evidence():
+    from symscale.nsde import large_depth_log_evidence
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3, 6))
+    Y = rng.standard_normal(3)
+    for L in (50, 200):
+        exact = deep_linear_evidence(X, Y, [20] * L).log_value
+        assert abs(large_depth_log_evidence(X, Y, [20] * L) - exact) < 0.1
+    with pytest.raises(ValueError, match="equal widths"):
+        large_depth_log_evidence(X, Y, [20, 30])
+    with pytest.raises(ValueError, match="method must be"):
+        deep_linear_evidence(X, Y, [4], method="fast")
