@@ -32,7 +32,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from ..activations import Activation, X, activation, as_activation
+from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
@@ -285,10 +285,16 @@ def _sigma_pairs(V):
 
 @dataclass(frozen=True)
 class CorrelationSDE:
-    """d rho = drift dt + diffusion dW (Itô), both as Formulas."""
+    """d rho = drift dt + diffusion dW (Itô) as Formulas; ``variance`` = diffusion^2.
+
+    ``drift`` and ``variance`` carry samplers of one layer of the exact finite-width chain at
+    width 10^4 (``n (rho_1 - rho_0)`` with its zero-mean linear fluctuation subtracted, and
+    ``n (rho_1 - rho_0)^2``), so both can be checked by Monte Carlo.
+    """
 
     drift: Formula
     diffusion: Formula
+    variance: Formula
 
 
 def correlation_sde(act, **params) -> CorrelationSDE:
@@ -322,11 +328,82 @@ def correlation_sde(act, **params) -> CorrelationSDE:
     used = drift_r.free_symbols
     vars_ = [Variable(rho, "correlation")] + [Variable(x) for x in (v11, v22) if x in used] + \
         params_vars
+    numeric = b.sampler is not None or isinstance(act, Shaped) or \
+        not (set(b.expr.free_symbols) - {Vaa, Vab, Vbb, a_sym, c_plus, c_minus})
+    step = (lambda stat: _chain_step_sampler(act, params, stat)) if numeric else (lambda s: None)
+    points = _rho_points([v.name for v in vars_[1:]]) if numeric else None
     return CorrelationSDE(
-        Formula(drift_r, vars_, name=f"drift_rho[{b.name}]", lhs=r"\mu_\rho"),
+        Formula(drift_r, vars_, name=f"drift_rho[{b.name}]", lhs=r"\mu_\rho",
+                sampler=step("drift"), point_sampler=points),
         Formula(sigma_r, [Variable(rho, "correlation")], name="sigma_rho",
                 lhs=r"\sigma_\rho"),
+        Formula(sp.expand(sigma_r**2), vars_, name="sigma_rho^2", lhs=r"\sigma_\rho^2",
+                sampler=step("variance"), point_sampler=points),
     )
+
+
+_N_STEP = 10_000  # width of the one-layer chain samplers of the correlation SDE
+
+
+def _shaped_for(act, params, point, n):
+    """The Shaped activation at width n for a point of parameter values."""
+    from .shaping import shaped, shaped_relu
+
+    if isinstance(act, Shaped):
+        if act.kind == "relu":
+            return shaped_relu(act.c_plus, act.c_minus, n)
+        return shaped(act.base, act.a, n)
+    act = as_activation(act)
+    if isinstance(act.family, TwoSlope):
+        return shaped_relu(point.get("c_plus", params.get("c_plus_value")),
+                           point.get("c_minus", params.get("c_minus_value")), n)
+    return shaped(act, point.get("a", params.get("a")), n)
+
+
+def _chain_step_sampler(act, params, stat):
+    from ..kernels.numeric import dual_kernel_numeric
+
+    def sampler(point, k, rng):
+        s = _shaped_for(act, params, point, _N_STEP)
+        v1, v2 = point.get("V_11", 1.0), point.get("V_22", 1.0)
+        r0 = point["rho"]
+        V0 = np.array([[v1, r0 * math.sqrt(v1 * v2)], [r0 * math.sqrt(v1 * v2), v2]])
+        d = np.diag(V0)
+        EV1 = s.weight_var * dual_kernel_numeric(s.activation, d[:, None], V0, d[None, :])
+        w, U = np.linalg.eigh(V0)
+        S = (U * np.sqrt(np.maximum(w, 0))) @ U.T
+        grad = np.array([-r0 / (2 * v1), 1 / math.sqrt(v1 * v2), -r0 / (2 * v2)])
+        out = np.empty(k)
+        for start in range(0, k, 64):
+            m = min(64, k - start)
+            Z = rng.standard_normal((m, _N_STEP, 2)) @ S
+            H = s.activation(Z)
+            V1 = np.swapaxes(H, 1, 2) @ H * (s.weight_var / _N_STEP)
+            r1 = V1[:, 0, 1] / np.sqrt(V1[:, 0, 0] * V1[:, 1, 1])
+            if stat == "variance":
+                out[start:start + m] = _N_STEP * (r1 - r0) ** 2
+            else:
+                dV = V1 - EV1
+                lin = grad[0] * dV[:, 0, 0] + grad[1] * dV[:, 0, 1] + grad[2] * dV[:, 1, 1]
+                out[start:start + m] = _N_STEP * (r1 - r0 - lin)
+        return out
+
+    return sampler
+
+
+def _rho_points(names):
+    def point(rng):
+        out = {"rho": float(rng.uniform(-0.8, 0.8))}
+        for nm in names:
+            if nm in ("V_11", "V_22"):
+                out[nm] = float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
+            elif nm == "a":
+                out[nm] = float(rng.uniform(1.0, 2.0))
+            else:
+                out[nm] = float(rng.uniform(-1.0, 1.0))
+        return out
+
+    return point
 
 
 @dataclass(frozen=True)
@@ -350,7 +427,17 @@ def explosion_criterion(act, a=None) -> ExplosionCriterion:
     """
     b = drift(act, a=a)
     mu = sp.simplify(b.expr.xreplace({Vaa: Vaa, Vab: Vaa, Vbb: Vaa}) / Vaa**2)
-    f = Formula(mu, b.variables[3:], name=f"mu[{b.name}]", lhs=r"\mu")
+    sampler = point_sampler = None
+    if b.sampler is not None:  # the drift's sampler on the diagonal, divided by V^2
+        def sampler(point, n, rng):
+            v = 1.3
+            return b.sampler({**point, "V_aa": v, "V_ab": v, "V_bb": v}, n, rng) / v**2
+
+        def point_sampler(rng):
+            return {"a": float(rng.uniform(0.8, 2.0))} if a is None else {}
+
+    f = Formula(mu, b.variables[3:], name=f"mu[{b.name}]", lhs=r"\mu", sampler=sampler,
+                point_sampler=point_sampler)
     return ExplosionCriterion(f, "V_aa explodes in finite time with positive probability iff "
                                  "mu > 0 (mu = b_aa / V_aa^2)")
 

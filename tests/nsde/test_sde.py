@@ -126,3 +126,17 @@ def test_shaped_objects():
     assert math.isclose(r.weight_var, 2 / (1.1**2 + 0.9**2))
     x = np.array([-1.0, 2.0])
     np.testing.assert_allclose(r.activation(x), [-0.9, 2.2])
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_correlation_sde_against_one_chain_layer(act):
+    cs = correlation_sde(act)
+    assert cs.drift.check(n_points=2, n_samples=3000, seed=1).passed
+    assert cs.variance.check(n_points=2, n_samples=3000, seed=2).passed
+    assert sp.simplify(cs.variance.expr - (1 - rho**2) ** 2) == 0
+
+
+def test_explosion_rate_check():
+    crit = explosion_criterion("tanh")
+    assert crit.mu.check(n_points=2, n_samples=200_000, seed=3).passed
+    assert sp.simplify(crit.mu.expr + 2 / a_sym**2) == 0
