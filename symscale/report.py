@@ -121,7 +121,12 @@ class Report:
 
 
 def find_derivations(folder=None) -> list[Path]:
-    """The derivation scripts (``NN_name.py``) in ``folder`` (default: the repository's)."""
+    """The derivation scripts (``NN_name.py``) in ``folder`` (default: the repository's).
+
+    ``folder`` may also be a list of script paths, returned as given (a subset to run).
+    """
+    if isinstance(folder, (list, tuple)):
+        return [Path(p) for p in folder]
     if folder is None:
         folder = Path(__file__).resolve().parent.parent / "derivations"
     folder = Path(folder)

@@ -398,7 +398,13 @@ def test_main_exit_status_one_on_failed_check(tmp_path, monkeypatch, capsys, fai
 
 @pytest.mark.slow
 def test_reproduce_repository_derivations(tmp_path):
-    rep = reproduce(tmp_path, quick=True, progress=False)
+    # the foundation derivations; every derivation (03_ onwards included) runs in the main job
+    # of CI (`symscale reproduce --quick`, which exits 1 on a failed check)
+    from symscale.report import find_derivations
+
+    found = find_derivations()
+    assert [p.name[:3] for p in found][:5] == ["00_", "01_", "02_", "03_", "04_"]
+    rep = reproduce(tmp_path, quick=True, progress=False, derivations=found[:3])
     assert rep.errors == [], rep.errors
     assert not rep.failed, [s.failures for s in rep.sections]
     index = tmp_path / "index.md"

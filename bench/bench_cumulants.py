@@ -1,0 +1,82 @@
+"""Cumulant-propagation benchmarks (prints a table; asserts nothing about time).
+
+At width 256, depth 4 (He ReLU, one network):
+
+1. FLOPs and wall time of each estimator, and the ratio of its wall time to
+   FLOPs / (the float64 GEMM rate measured in this run) -- target <= 3 (GEMM-bound);
+2. the wall time Monte Carlo needs to reach the same MSE/Var (1/MSE samples at the measured
+   time per sample) over the estimator's wall time -- target >= 30. MSE/Var is measured
+   against a cached Monte Carlo ground truth; where it is at the truth's own floor the ratio is
+   a lower bound and is marked so.
+
+Run: python bench/bench_cumulants.py [--quick] [--n-truth N]
+(``--quick``: width 128, depth 3, a smaller ground truth.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from symscale.cumulants import RandomMLP, ground_truth, mse_over_var, propagate
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+
+
+def gemm_rate(n: int, repeats: int = 5) -> float:
+    """float64 FLOP/s of an (8n x n) @ (n x n) product, the shape of a batched forward pass."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((8 * n, n)), rng.standard_normal((n, n))
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return repeats * 2 * 8 * n**3 / (time.perf_counter() - t0)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--n-truth", type=int, default=None)
+    args = parser.parse_args()
+    width, depth = (128, 3) if args.quick else (256, 4)
+    n_truth = args.n_truth or (1_000_000 if args.quick else 8_000_000)
+    mlp = RandomMLP.random(width, depth, seed=0)
+    truth = ground_truth(mlp, n_truth, seed=1, cache_dir=CACHE)
+    floor = float(np.mean(truth.sem**2) / np.mean(truth.var))
+    t0 = time.perf_counter()
+    probe = ground_truth(mlp, 2**16, seed=99, progress=False)
+    mc_sec_per_sample = (time.perf_counter() - t0) / probe.n_samples
+    rate = gemm_rate(width)
+    print(f"width {width}, depth {depth}; GEMM {rate / 1e9:.1f} GFLOP/s; Monte Carlo "
+          f"{mc_sec_per_sample * 1e6:.2f} us/sample; ground truth {n_truth:.1e} samples "
+          f"(MSE/Var floor {floor:.1e})\n")
+    print("| estimator | MSE/Var | FLOPs | wall (s) | wall / (FLOPs / GEMM rate) | "
+          "MC time at equal MSE/Var / wall |")
+    print("|---|---|---|---|---|---|")
+    estimators = [(1, "basic", False), (2, "basic", False), (2, "gaussian", False),
+                  (2, "augmented", False), (3, "basic", True)]
+    if args.quick:
+        estimators.append((3, "basic", False))
+    for K, variant, factored in estimators:
+        propagate(mlp, K=K, variant=variant, factored=factored)  # warm caches (diagram lists)
+        t0 = time.perf_counter()
+        est = propagate(mlp, K=K, variant=variant, factored=factored, keep_layers=False)
+        wall = time.perf_counter() - t0
+        mse = mse_over_var(est.estimate, truth.mean, truth.var)
+        bound = mse < 3 * floor
+        mc_time = mc_sec_per_sample / mse
+        gemm_ratio = wall / (est.flops / rate)
+        name = f"K={K} {variant}" + (" factored" if factored else "")
+        print(f"| {name} | {mse:.2e}{' (floor)' if bound else ''} | {est.flops:.2e} | "
+              f"{wall:.3f} | {gemm_ratio:.2f} (target <= 3: "
+              f"{'met' if gemm_ratio <= 3 else 'NOT met'}) | {mc_time / wall:.3g}"
+              f"{' (lower bound)' if bound else ''} (target >= 30: "
+              f"{'met' if mc_time / wall >= 30 else 'NOT met'}) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+r"""Cumulant propagation: estimate :math:`\mathbb E_{X\sim\mathcal N(0,I)}[M(X)]` for a fixed
+random MLP :math:`M` with far fewer FLOPs than sampling.
+
+Layers: :mod:`~symscale.cumulants.diagrams` (the symbolic diagram sums),
+:mod:`~symscale.cumulants.wick` (Wick coefficients and the ReLU closed forms),
+:mod:`~symscale.cumulants.state` (tracked cumulants, the exact linear step),
+:mod:`~symscale.cumulants.nonlinear` (the diagram-sum step), :mod:`~symscale.cumulants.propagate`
+(the estimators), :mod:`~symscale.cumulants.factored`, :mod:`~symscale.cumulants.tails`,
+:mod:`~symscale.cumulants.mlp` (networks, Monte Carlo, ground truth) and
+:mod:`~symscale.cumulants.sweep` (tables and plots).
+"""
+
+from .diagrams import Diagram, diagram_counts, diagrams, pattern_in_power_cumulants
+from .mlp import *  # noqa: F401,F403
+from .mlp import __all__ as _mlp_all
+from .propagate import VARIANTS, Propagation, propagate
+from .sweep import SweepTable, plot_mse_vs_depth, plot_mse_vs_flops, plot_mse_vs_width, sweep
+from .tails import TailEstimate, tail_probability
+from .wick import wick_table
+
+__all__ = [*_mlp_all, "Diagram", "diagrams", "diagram_counts", "pattern_in_power_cumulants",
+           "Propagation", "propagate", "VARIANTS", "SweepTable", "sweep", "plot_mse_vs_flops",
+           "plot_mse_vs_width", "plot_mse_vs_depth", "TailEstimate", "tail_probability",
+           "wick_table"]

@@ -1,0 +1,286 @@
+r"""Tracked cumulants of a layer and the exact linear step.
+
+A :class:`Tracking` says which cumulants an estimator carries: the tensors of orders
+:math:`1..K` in full and, for higher orders, only some *index patterns* (slices where neurons
+repeat, e.g. :math:`\kappa_4[i,i,j,j]`), which carry the coherent part of those cumulants at the
+cost of a matrix. A :class:`Cumulants` holds the numbers: the mean, full tensors, and slice
+arrays (one axis per distinct neuron, axes ordered by decreasing multiplicity; entries where two
+axes coincide are not used).
+
+The linear step :math:`Z = WA + b` is exact on what is tracked: full tensors are contracted leg
+by leg (:math:`2n^{d+1}` FLOPs per leg), slices by generated ``einsum`` calls summing the slice
+over every placement of its pattern. Contributions of untracked slices are dropped, which is
+the estimator's approximation.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.cumulants.state import Tracking, Cumulants, linear_step
+>>> t = Tracking.for_estimator(2)
+>>> c = Cumulants.standard_gaussian(3, t)
+>>> W = np.arange(9.0).reshape(3, 3)
+>>> out, flops = linear_step(c, W, None, t)
+>>> np.allclose(out.full[2], W @ W.T)
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from .diagrams import _set_partitions, block_pattern, integer_partitions
+
+__all__ = ["Tracking", "Cumulants", "linear_step", "einsum_flops"]
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_FLOPS: dict = {}
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """What an estimator tracks: full orders, slice patterns of higher orders, diagram cap.
+
+    Parameters
+    ----------
+    full : tuple of int
+        Orders tracked as full tensors (always includes 1).
+    slices : tuple of (int, tuple of tuple of int)
+        ``(order, patterns)`` for orders tracked only on some index patterns.
+    cap : int
+        Diagram truncation: keep diagrams with ``1 + cost <= cap``.
+    """
+
+    full: tuple[int, ...]
+    slices: tuple[tuple[int, tuple[tuple[int, ...], ...]], ...] = ()
+    cap: int = 2
+
+    @classmethod
+    def for_estimator(cls, K: int, variant: str = "basic") -> "Tracking":
+        """The tracking of the order-``K`` estimator.
+
+        basic: :math:`\\kappa_1..\\kappa_K` in full, plus the even slices of :math:`\\kappa_{K+1}`
+        when :math:`K+1` is even (the diagonal variances for :math:`K=1`; :math:`\\kappa_{iiii}`
+        and :math:`\\kappa_{iijj}` for :math:`K=3`); cap :math:`K`.
+        augmented: in addition every slice of :math:`\\kappa_{K+1}` with a repeated neuron and
+        the even slices of :math:`\\kappa_{K+2}` when even; cap :math:`K+1`.
+
+        >>> Tracking.for_estimator(3).slices
+        ((4, ((2, 2), (4,))),)
+        >>> Tracking.for_estimator(2, "augmented").slices
+        ((3, ((2, 1), (3,))), (4, ((2, 2), (4,))))
+        """
+        if variant not in ("basic", "augmented"):
+            raise ValueError(f"variant must be 'basic' or 'augmented', got {variant!r}")
+        full = tuple(range(1, K + 1))
+        slices = []
+        if variant == "basic":
+            if (K + 1) % 2 == 0:
+                slices.append((K + 1, _even_patterns(K + 1)))
+            return cls(full, tuple(slices), K)
+        slices.append((K + 1, tuple(p for p in integer_partitions(K + 1) if p[0] >= 2)))
+        if (K + 2) % 2 == 0:
+            slices.append((K + 2, _even_patterns(K + 2)))
+        return cls(full, tuple(slices), K + 1)
+
+    @property
+    def slice_map(self) -> dict[int, tuple[tuple[int, ...], ...]]:
+        return dict(self.slices)
+
+    @property
+    def max_order(self) -> int:
+        return max([*self.full, *(d for d, _ in self.slices)])
+
+    def allowed(self) -> frozenset:
+        """``(order, pattern)`` pairs available as diagram blocks."""
+        out = set()
+        for d in self.full:
+            out.update((d, p) for p in integer_partitions(d))
+        for d, pats in self.slices:
+            out.update((d, p) for p in pats)
+        return frozenset(out)
+
+    def patterns(self, d: int) -> tuple[tuple[int, ...], ...]:
+        """Index patterns of order ``d`` the nonlinear step must produce."""
+        if d in self.full:
+            return tuple(integer_partitions(d))
+        return self.slice_map.get(d, ())
+
+
+def _even_patterns(d):
+    return tuple(p for p in integer_partitions(d) if all(x % 2 == 0 for x in p))
+
+
+@dataclass
+class Cumulants:
+    """Cumulants of one layer's vector: ``mean``, ``full[d]`` tensors, ``slices[d][pattern]``."""
+
+    mean: np.ndarray
+    full: dict[int, np.ndarray] = field(default_factory=dict)
+    slices: dict[int, dict[tuple[int, ...], np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return self.mean.shape[0]
+
+    @classmethod
+    def standard_gaussian(cls, n: int, tracking: Tracking) -> "Cumulants":
+        """Cumulants of :math:`\\mathcal N(0, I_n)` under ``tracking``."""
+        c = cls(np.zeros(n))
+        for d in tracking.full:
+            if d == 2:
+                c.full[2] = np.eye(n)
+            elif d > 2:
+                c.full[d] = np.zeros((n,) * d)
+        for d, pats in tracking.slices:
+            c.slices[d] = {p: (np.ones((n,) * len(p)) if p == (2,) else
+                               np.zeros((n,) * len(p))) for p in pats}
+        return c
+
+    def variances(self) -> np.ndarray:
+        """Diagonal of the covariance."""
+        if 2 in self.full:
+            return np.diagonal(self.full[2]).copy()
+        return self.slices[2][(2,)].copy()
+
+    def pattern(self, order: int, pattern: tuple[int, ...]) -> np.ndarray:
+        """The slice of ``order`` at ``pattern``: one axis per distinct neuron."""
+        if order == 1:
+            return self.mean
+        if order in self.full:
+            spec = "".join(_LETTERS[j] * g for j, g in enumerate(pattern))
+            return np.einsum(f"{spec}->{_LETTERS[:len(pattern)]}", self.full[order])
+        return self.slices[order][pattern]
+
+    def block(self, v: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The cumulant entry of a diagram block ``v`` as ``(array, slots)``, axes in slot order."""
+        support = [j for j, x in enumerate(v) if x]
+        order = sum(v)
+        by_mult = sorted(support, key=lambda j: -v[j])  # stable: pattern axis order
+        arr = self.pattern(order, block_pattern(v))
+        perm = [by_mult.index(j) for j in support]
+        return (arr if perm == sorted(perm) else arr.transpose(perm)), tuple(support)
+
+    def nbytes(self) -> int:
+        total = self.mean.nbytes + sum(a.nbytes for a in self.full.values())
+        return total + sum(a.nbytes for s in self.slices.values() for a in s.values())
+
+
+def einsum_flops(spec: str, *operands) -> int:
+    """FLOPs of an ``einsum`` under numpy's greedy path (2 per multiply-add of a contraction)."""
+    key = (spec, tuple(o.shape for o in operands))
+    if key not in _FLOPS:
+        _FLOPS[key] = _einsum_flops(spec, *operands)
+    return _FLOPS[key]
+
+
+def _einsum_flops(spec, *operands):
+    _, info = np.einsum_path(spec, *operands, optimize="greedy")
+    for line in info.splitlines():
+        if "Optimized FLOP count" in line:
+            return int(float(line.split(":")[1]))
+    raise RuntimeError("numpy.einsum_path did not report a FLOP count")  # pragma: no cover
+
+
+@lru_cache(maxsize=None)
+def _placements(pattern: tuple[int, ...]):
+    """Set partitions of ``sum(pattern)`` positions of the pattern's type, blocks ordered as the
+    pattern's axes (decreasing size)."""
+    d = sum(pattern)
+    out = []
+    for part in _set_partitions(range(d)):
+        sizes = sorted((len(b) for b in part), reverse=True)
+        if tuple(sizes) == pattern:
+            out.append(tuple(tuple(b) for b in sorted(part, key=lambda b: -len(b))))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _slice_specs(in_pattern: tuple[int, ...], out_pattern: tuple[int, ...],
+                 coherent_only: bool = False) -> tuple[str, ...]:
+    r"""One einsum per placement: ``slice, W, W, ... -> out`` (out axes = output groups).
+
+    ``coherent_only`` drops the placements of an *even* pattern (all multiplicities even, e.g.
+    :math:`\kappa_{iijj}`, :math:`\kappa_{iiii}`: entries of one sign) in which a block of
+    repeated neurons meets some output group an odd number of times. Kept placements sum
+    squared weights, coherently; the dropped ones sum weights of random sign and are smaller by
+    a factor :math:`n^{-1/2}` or more, while being the only ones that cost :math:`O(n^4)` for
+    the :math:`(2,2)` pattern. Odd patterns have entries of random sign: all placements stay.
+    """
+    d = sum(out_pattern)
+    out_owner = [g for g, size in enumerate(out_pattern) for _ in range(size)]
+    out_letters = _LETTERS[: len(out_pattern)]
+    in_letters = _LETTERS[len(out_pattern): len(out_pattern) + len(in_pattern)]
+    specs = []
+    for place in _placements(in_pattern):
+        owner = [0] * d
+        for b, block in enumerate(place):
+            for pos in block:
+                owner[pos] = b
+        if coherent_only and all(g % 2 == 0 for g in in_pattern) and any(
+                sum(1 for pos in block if out_owner[pos] == g) % 2
+                for block in place for g in range(len(out_pattern))):
+            continue
+        ws = [out_letters[out_owner[s]] + in_letters[owner[s]] for s in range(d)]
+        specs.append(",".join([in_letters] + ws) + "->" + out_letters)
+    return tuple(specs)
+
+
+def _mask_coincident(arr: np.ndarray) -> np.ndarray:
+    """Zero the entries where two axes take the same neuron (they belong to coarser patterns)."""
+    m = arr.ndim
+    if m < 2:
+        return arr
+    n = arr.shape[0]
+    out = arr.copy()
+    idx = np.arange(n)
+    for a, b in itertools.combinations(range(m), 2):
+        sl = [slice(None)] * m
+        sl[a] = idx
+        sl[b] = idx
+        # advanced indexing on two axes selects the a == b diagonal (moved to the front)
+        out[tuple(sl)] = 0.0
+    return out
+
+
+def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only: bool = False,
+                coherent_only: bool = False) -> tuple[Cumulants, int]:
+    r"""Cumulants of ``W A + b`` from those of ``A`` (exact on the tracked parts).
+
+    ``coherent_only=True`` drops the placements of even patterns that are higher order in
+    :math:`1/\sqrt n` (see ``_slice_specs``), which keeps the :math:`\kappa_4` slices at
+    :math:`O(n^3)`.
+
+    Returns
+    -------
+    (Cumulants, int)
+        The new cumulants and the FLOPs spent.
+    """
+    flops = 2 * W.shape[0] * W.shape[1]
+    mean = W @ c.mean
+    if b is not None:
+        mean = mean + b
+        flops += W.shape[0]
+    out = Cumulants(mean)
+    if mean_only:
+        return out, flops
+    for d, T in c.full.items():
+        for _ in range(d):
+            flops += 2 * W.shape[0] * T.size
+            T = np.tensordot(T, W, axes=([0], [1]))
+        out.full[d] = T
+    for d, pats in c.slices.items():
+        masked = {p: _mask_coincident(a) for p, a in pats.items()}
+        out.slices[d] = {}
+        for q in tracking.slice_map[d]:
+            acc = np.zeros((W.shape[0],) * len(q))
+            for p, arr in masked.items():
+                for spec in _slice_specs(p, q, coherent_only):
+                    ops = (arr,) + (W,) * d
+                    flops += einsum_flops(spec, *ops)
+                    acc += np.einsum(spec, *ops, optimize="greedy")
+            out.slices[d][q] = acc
+    return out, flops

@@ -1,0 +1,219 @@
+r"""Sweeps of the estimators against Monte Carlo ground truth: MSE/Var, FLOPs and seconds.
+
+:func:`sweep` draws one network per (width, depth, seed), computes its ground truth with
+:func:`~symscale.cumulants.ground_truth` (cached on disk when asked) and runs every requested
+estimator. The result is a :class:`SweepTable` (plain rows, no pandas) with fits of the error
+against width and the advantage over Monte Carlo at equal MSE/Var: sampling reaches
+:math:`\mathrm{MSE/Var}=1/N` with :math:`N` samples, so it needs
+:math:`\mathrm{FLOPs}_{MC} = \text{FLOPs per sample}/\mathrm{MSE/Var}`.
+
+Examples
+--------
+>>> from symscale.cumulants import sweep
+>>> t = sweep([8], [2], Ks=[1, 2], seeds=[0], n_truth=20_000, progress=False)
+>>> len(t.rows), sorted(t.rows[0])[:4]
+(2, ['K', 'depth', 'estimator', 'factored'])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..testing import fit_loglog_slope
+from .mlp import RandomMLP, ground_truth, mse_over_var
+from .propagate import propagate
+
+__all__ = ["SweepTable", "sweep", "plot_mse_vs_flops", "plot_mse_vs_width", "plot_mse_vs_depth"]
+
+_COLUMNS = ("estimator", "K", "variant", "factored", "width", "depth", "seed", "mse_over_var",
+            "truth_floor", "flops", "seconds", "mc_flops_per_sample", "mc_seconds_per_sample")
+
+
+@dataclass
+class SweepTable:
+    """Rows of a sweep: one per (estimator, width, depth, seed)."""
+
+    rows: list = field(default_factory=list)
+
+    def select(self, **where) -> list:
+        """Rows whose fields equal the given values."""
+        return [r for r in self.rows if all(r[k] == v for k, v in where.items())]
+
+    def estimators(self) -> list[str]:
+        return list(dict.fromkeys(r["estimator"] for r in self.rows))
+
+    def mean(self, key: str = "mse_over_var", **where) -> tuple[float, float, int]:
+        """Mean, standard error and count of ``key`` over the selected rows (over seeds)."""
+        vals = np.array([r[key] for r in self.select(**where)], dtype=float)
+        if vals.size == 0:
+            raise ValueError(f"no rows match {where}")
+        se = vals.std(ddof=1) / math.sqrt(vals.size) if vals.size > 1 else float("nan")
+        return float(vals.mean()), float(se), int(vals.size)
+
+    def slope(self, estimator: str, depth: int, against: str = "width") -> tuple[float, float]:
+        """Fitted log-log slope of mean MSE/Var against width (or depth), with its std error."""
+        xs = sorted({r[against] for r in self.select(estimator=estimator)})
+        other = "depth" if against == "width" else "width"
+        ys = [self.mean(estimator=estimator, **{against: x, other: depth})[0] for x in xs]
+        fit = fit_loglog_slope(xs, ys)
+        return float(fit.slope), float(fit.stderr)
+
+    def advantage(self, estimator: str, width: int, depth: int) -> dict:
+        """FLOP and wall-time advantage of ``estimator`` over Monte Carlo at equal MSE/Var."""
+        rows = self.select(estimator=estimator, width=width, depth=depth)
+        mse = np.mean([r["mse_over_var"] for r in rows])
+        flops = np.mean([r["flops"] for r in rows])
+        sec = np.mean([r["seconds"] for r in rows])
+        fps = rows[0]["mc_flops_per_sample"]
+        sps = np.mean([r["mc_seconds_per_sample"] for r in rows])
+        n_mc = 1.0 / mse
+        return {"mse_over_var": float(mse), "flops": float(flops), "seconds": float(sec),
+                "mc_samples": float(n_mc), "mc_flops": float(n_mc * fps),
+                "flop_advantage": float(n_mc * fps / flops),
+                "time_advantage": float(n_mc * sps / sec)}
+
+    def to_markdown(self) -> str:
+        """A markdown table of means over seeds."""
+        head = "| estimator | width | depth | MSE/Var | ± s.e. | truth floor | FLOPs | s |"
+        lines = [head, "|" + "---|" * 8]
+        keys = sorted({(r["estimator"], r["width"], r["depth"]) for r in self.rows},
+                      key=lambda k: (k[1], k[2], k[0]))
+        for est, w, d in keys:
+            m, se, _ = self.mean(estimator=est, width=w, depth=d)
+            fl = self.mean("truth_floor", estimator=est, width=w, depth=d)[0]
+            f = self.mean("flops", estimator=est, width=w, depth=d)[0]
+            s = self.mean("seconds", estimator=est, width=w, depth=d)[0]
+            lines.append(f"| {est} | {w} | {d} | {m:.3g} | {se:.2g} | {fl:.2g} | {f:.3g} | "
+                         f"{s:.3g} |")
+        return "\n".join(lines)
+
+    def to_csv(self, path) -> None:
+        """Write all rows as CSV."""
+        with open(path, "w") as fh:
+            fh.write(",".join(_COLUMNS) + "\n")
+            for r in self.rows:
+                fh.write(",".join(str(r[c]) for c in _COLUMNS) + "\n")
+
+
+def _estimators(Ks, variants, factored):
+    out = []
+    for K in Ks:
+        for v in variants:
+            if v == "gaussian" and K != 2:
+                continue
+            out.append((K, v, False))
+        if K == 3 and factored:
+            out.append((3, "basic", True))
+    return out
+
+
+def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 4), *,
+          factored: bool = False, activation="relu", n_truth: int = 1_000_000,
+          cache_dir=None, client=None, progress: bool = True) -> SweepTable:
+    """Run every estimator on one He-initialized network per (width, depth, seed).
+
+    Parameters
+    ----------
+    widths, depths : sequence of int
+    Ks : sequence of int
+        Orders 1..4 (K = 4 unfactored stores :math:`n^4` numbers: keep widths small).
+    variants : sequence of {"basic", "augmented", "gaussian"}
+    seeds : sequence of int
+        Network seeds; the ground truth of seed ``s`` uses sampling seed ``s + 10_000``.
+    factored : bool
+        Also run the factored K = 3 estimator when 3 is in ``Ks``.
+    n_truth : int
+        Monte Carlo samples of the ground truth (its own MSE/Var is reported as
+        ``truth_floor``).
+    cache_dir, client :
+        Passed to :func:`~symscale.cumulants.ground_truth` (disk cache, Dask client).
+
+    Returns
+    -------
+    SweepTable
+    """
+    table = SweepTable()
+    ests = _estimators(Ks, variants, factored)
+    for width in widths:
+        for depth in depths:
+            for seed in seeds:
+                mlp = RandomMLP.random(width, depth, activation=activation, seed=seed)
+                truth = ground_truth(mlp, n_truth, seed=seed + 10_000, cache_dir=cache_dir,
+                                     client=client, progress=progress)
+                var = float(np.mean(truth.var))
+                floor = float(np.mean(truth.sem**2) / var)
+                for K, v, fac in ests:
+                    est = propagate(mlp, K=K, variant=v, factored=fac, keep_layers=False)
+                    name = f"K={K} {v}" + (" factored" if fac else "")
+                    table.rows.append({
+                        "estimator": name, "K": K, "variant": v, "factored": fac,
+                        "width": width, "depth": depth, "seed": seed,
+                        "mse_over_var": mse_over_var(est.estimate, truth.mean, truth.var),
+                        "truth_floor": floor, "flops": est.flops, "seconds": est.seconds,
+                        "mc_flops_per_sample": mlp.flops_per_sample(),
+                        "mc_seconds_per_sample": truth.seconds / truth.n_samples,
+                    })
+    return table
+
+
+def _axes(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(5.5, 4))
+    return ax
+
+
+def plot_mse_vs_flops(table: SweepTable, width: int, depth: int, ax=None):
+    """MSE/Var against FLOPs at one (width, depth) with the Monte Carlo line 1/N."""
+    ax = _axes(ax)
+    fps = None
+    for est in table.estimators():
+        rows = table.select(estimator=est, width=width, depth=depth)
+        if not rows:
+            continue
+        fps = rows[0]["mc_flops_per_sample"]
+        m, se, _ = table.mean(estimator=est, width=width, depth=depth)
+        f = np.mean([r["flops"] for r in rows])
+        ax.errorbar([f], [m], yerr=[0 if math.isnan(se) else se], fmt="o", label=est)
+    if fps is not None:
+        lo, hi = ax.get_xlim()
+        F = np.logspace(np.log10(max(lo, fps)), np.log10(hi * 10), 50)
+        ax.plot(F, fps / F, "k--", label="Monte Carlo (1/N)")
+    ax.set(xscale="log", yscale="log", xlabel="FLOPs", ylabel="MSE/Var",
+           title=f"width {width}, depth {depth}")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_mse_vs_width(table: SweepTable, depth: int, ax=None):
+    """Mean MSE/Var against width for every estimator, with reference slopes."""
+    ax = _axes(ax)
+    for est in table.estimators():
+        ws = sorted({r["width"] for r in table.select(estimator=est, depth=depth)})
+        if not ws:
+            continue
+        ms = [table.mean(estimator=est, width=w, depth=depth) for w in ws]
+        ax.errorbar(ws, [m for m, _, _ in ms],
+                    yerr=[0 if math.isnan(s) else s for _, s, _ in ms], marker="o", label=est)
+    ax.set(xscale="log", yscale="log", xlabel="width n", ylabel="MSE/Var",
+           title=f"depth {depth}")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_mse_vs_depth(table: SweepTable, width: int, ax=None):
+    """Mean MSE/Var against depth for every estimator."""
+    ax = _axes(ax)
+    for est in table.estimators():
+        ds = sorted({r["depth"] for r in table.select(estimator=est, width=width)})
+        if not ds:
+            continue
+        ms = [table.mean(estimator=est, width=width, depth=d)[0] for d in ds]
+        ax.plot(ds, ms, marker="o", label=est)
+    ax.set(yscale="log", xlabel="depth L", ylabel="MSE/Var", title=f"width {width}")
+    ax.legend(fontsize=7)
+    return ax

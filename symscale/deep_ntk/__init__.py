@@ -1,0 +1,22 @@
+"""The NTK at large width and depth: depth limits, spectra, early stopping, feature movement.
+
+Modules: :mod:`~symscale.deep_ntk.depth` (the normalized NTK recursion, its derived depth limit
+and :math:`\\ln L/L` correction, phases of other activations), :mod:`~symscale.deep_ntk.spectra`
+(Gram spectra, the depth scale, the gradient-flow predictor), :mod:`~symscale.deep_ntk.datasets`
+(sphere points, synthetic regression, digits, one-hot sequences) and
+:mod:`~symscale.deep_ntk.training` (a numpy NTK-parameterized MLP, gradient descent, feature
+movement against its linearization).
+"""
+
+from . import datasets, spectra, training
+from .depth import (CorrectionFit, DepthLimit, PhaseLimit, PrecisionWarning, angle_asymptotics,
+                    correction_fit, depth_limit, normalized_ntk, phase_limit)
+from .spectra import (depth_scale, gradient_flow_predictor, limit_matrix, ntk_matrix,
+                      spectrum_vs_depth, test_error_grid)
+from .training import (NTKMLP, empirical_ntk, feature_movement, linearized_movement, train_gd)
+
+__all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning", "angle_asymptotics",
+           "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit", "ntk_matrix",
+           "limit_matrix", "spectrum_vs_depth", "depth_scale", "gradient_flow_predictor",
+           "test_error_grid", "NTKMLP", "train_gd", "feature_movement", "linearized_movement",
+           "empirical_ntk", "datasets", "spectra", "training"]

@@ -1,0 +1,566 @@
+r"""The normalized NTK at large depth: recursion, depth limit and the :math:`\ln L/L` correction.
+
+On the unit sphere (NTK parameterization, no bias, weight variance :math:`1/\mathbb E[\phi(G)^2]`,
+i.e. 2 for ReLU) the correlation of two inputs follows :math:`\rho_h=\kappa_1(\rho_{h-1})` with
+:math:`\kappa_1` the normalized dual kernel, and
+
+.. math:: \Theta^{(h)} = \Theta^{(h-1)}\kappa_0(\rho_{h-1}) + \rho_h,\quad \Theta^{(0)}=\rho_0,
+          \qquad \bar\Theta^{(L)} = \Theta^{(L)}/(L+1),
+
+with :math:`\kappa_0` the derivative kernel. Near :math:`\rho=1` the subtraction
+:math:`1-\rho` loses every digit in double precision, so :func:`normalized_ntk` iterates the
+*angle* :math:`\theta_h=\arccos\rho_h` with a cancellation-free update (float64, vectorized) or
+runs in mpmath at a chosen precision.
+
+:func:`depth_limit` derives the limit from the activation: with
+:math:`\kappa_1(\cos\theta)=1-\theta^2/2+\beta\theta^3+\dots` and
+:math:`\kappa_0(\cos\theta)=1-\gamma\theta+\dots` (sympy series of the registry's dual kernels),
+the angle obeys :math:`1/\theta_{h+1}=1/\theta_h+\beta+\varepsilon\theta_h+\dots`, so
+:math:`\theta_h\approx 1/(\beta h+(\varepsilon/\beta)\ln h)`, the products
+:math:`\prod\kappa_0\approx(h/L)^a` with :math:`a=\gamma/\beta`, and
+
+.. math:: \bar\Theta^{(L)} = \frac{1}{1+a} + \frac{\varepsilon}{\beta^2(1+a)}\,\frac{\ln L}{L}
+          + O(1/L).
+
+For ReLU :math:`\beta=1/(3\pi)`, :math:`\gamma=1/\pi`, :math:`\varepsilon=1/(6\pi^2)`: the limit is
+:math:`1/4` and the correction :math:`\tfrac38\ln L/L` — not a pure :math:`O(1/L)`.
+
+Examples
+--------
+>>> from symscale.deep_ntk import normalized_ntk, depth_limit
+>>> round(float(normalized_ntk(0.5, 10)), 10)
+0.3734865024
+>>> lim = depth_limit("relu")
+>>> lim.value, lim.log_coefficient
+(1/4, 3/8)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import mpmath
+import numpy as np
+import sympy as sp
+
+from ..activations import as_activation
+from ..families import TwoSlope
+from ..formula import Formula
+
+__all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning",
+           "angle_asymptotics", "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit"]
+
+_EPS = np.finfo(float).eps
+
+
+class PrecisionWarning(UserWarning):
+    """The float64 recursion can no longer resolve the requested quantity."""
+
+
+def _check_depth(depth) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    return int(depth)
+
+
+def _check_rho(rho0) -> np.ndarray:
+    r = np.asarray(rho0, dtype=float)
+    if not np.all(np.isfinite(r)):
+        raise ValueError(f"rho0 must be finite, got {rho0!r}")
+    if np.any(np.abs(r) > 1):
+        bad = r[np.abs(r) > 1].flat[0]
+        raise ValueError(f"rho0 must lie in [-1, 1] (inputs on the unit sphere); got {bad!r}")
+    return r
+
+
+def _two_slope(act):
+    act = as_activation(act)
+    f = act.family
+    if not (isinstance(f, TwoSlope) and all(sp.sympify(c).is_number for c in (f.a, f.b))):
+        return act, None
+    return act, (float(f.a), float(f.b))
+
+
+# ---------------------------------------------------------------------------------------------
+# float64: the angle recursion of the two-slope family
+
+
+def _g_series(theta):
+    """sin t - t cos t = t^3/3 - t^5/30 + ... (the direct form cancels for small t)."""
+    t2 = theta * theta
+    return theta * t2 * (1 / 3 - t2 * (1 / 30 - t2 * (1 / 840 - t2 * (1 / 45360 - t2 / 3991680))))
+
+
+def _g(theta, half_sin, cos):
+    if theta.max() < 0.1:
+        return _g_series(theta)
+    direct = 2 * half_sin * np.sqrt(1 - half_sin * half_sin) - theta * cos
+    if theta.min() >= 0.1:
+        return direct
+    return np.where(theta < 0.1, _g_series(theta), direct)
+
+
+def _step(theta, half_sin, w):
+    """One layer of the two-slope recursion on the angle.
+
+    The state is the angle and ``sin(theta/2)``: ``1 - cos(theta) = 2 sin^2(theta/2)`` has no
+    cancellation, and the next ``sin(theta'/2) = sqrt((1 - rho')/2)`` needs no sine at all, so
+    a layer costs one ``arcsin``. ``kappa_1(cos t) = cos t + (w/pi)(sin t - t cos t)`` and
+    ``kappa_0(cos t) = 1 - w t / pi`` with ``w = (a - b)^2/(a^2 + b^2)`` (normalized kernels).
+    """
+    one_minus_c = 2 * half_sin * half_sin
+    one_minus = one_minus_c - (w / math.pi) * _g(theta, half_sin, 1 - one_minus_c)
+    np.clip(one_minus, 0.0, 2.0, out=one_minus)
+    k0 = 1.0 - (w / math.pi) * theta
+    half_sin = np.sqrt(0.5 * one_minus)
+    theta = 2 * np.arcsin(half_sin)
+    return theta, half_sin, one_minus, k0
+
+
+def _initial_angle(r):
+    half_sin = np.sqrt(np.clip((1 - r) / 2, 0, 1))
+    return 2 * np.arcsin(half_sin), half_sin
+
+
+# series of sin t - t cos t in t^2 after the leading t^3/3, for the in-place small-angle path
+_G_COEFFS = (1 / 3, -1 / 30, 1 / 840, -1 / 45360, 1 / 3991680)
+
+
+def _float_ntk(r, depth, a, b):
+    """The recursion with preallocated buffers: at 10^4 values a layer is ~20 ufunc calls, so
+    allocation would otherwise cost as much as the arithmetic."""
+    w = (a - b) ** 2 / (a * a + b * b)
+    c = w / math.pi
+    theta, half_sin = _initial_angle(r)
+    ntk = r.copy()
+    t2, acc, one_minus = np.empty_like(r), np.empty_like(r), np.empty_like(r)
+    small = False
+    for _ in range(depth):
+        if not small:
+            small = theta.max() < 0.1
+        if not small:
+            theta, half_sin, om, k0 = _step(theta, half_sin, w)
+            ntk *= k0
+            ntk += 1.0 - om
+            continue
+        # 1 - kappa_1 = 2 sin^2(t/2) - c t^3 (1/3 - t^2/30 + ...), Horner in t^2
+        np.multiply(theta, theta, out=t2)
+        acc.fill(_G_COEFFS[-1])
+        for coef in _G_COEFFS[-2::-1]:
+            acc *= t2
+            acc += coef
+        acc *= t2
+        acc *= theta
+        acc *= c
+        np.multiply(half_sin, half_sin, out=one_minus)
+        one_minus *= 2.0
+        one_minus -= acc
+        # Theta <- Theta (1 - c t) + 1 - (1 - kappa_1)
+        np.multiply(ntk, theta, out=acc)
+        acc *= c
+        ntk -= acc
+        ntk -= one_minus
+        ntk += 1.0
+        np.multiply(one_minus, 0.5, out=half_sin)
+        np.sqrt(half_sin, out=half_sin)
+        np.arcsin(half_sin, out=theta)
+        theta *= 2.0
+    return ntk / (depth + 1), theta
+
+
+def _float_error_bound(depth, value):
+    # each layer adds a few roundings of relative size eps to Theta^(h), which the later
+    # factors kappa_0 <= 1 do not amplify: |error of Theta-bar| <~ 8 L eps |Theta-bar|
+    return 8.0 * depth * _EPS * np.abs(value) + 4 * _EPS
+
+
+# ---------------------------------------------------------------------------------------------
+# mpmath
+
+
+def _mp_ntk(r, depth, a, b, dps):
+    with mpmath.workdps(dps + 20):  # guard digits for sin t - t cos t at small t
+        w = mpmath.mpf(a - b) ** 2 / (mpmath.mpf(a) ** 2 + mpmath.mpf(b) ** 2)
+        pi = mpmath.pi
+        rho = mpmath.mpf(r)
+        theta = mpmath.acos(rho)
+        ntk = rho
+        for _ in range(depth):
+            s, c = mpmath.sin(theta), mpmath.cos(theta)
+            one_minus = 2 * mpmath.sin(theta / 2) ** 2 - w * (s - theta * c) / pi
+            k0 = 1 - w * theta / pi
+            theta = 2 * mpmath.asin(mpmath.sqrt(one_minus / 2))
+            ntk = ntk * k0 + (1 - one_minus)
+        return +(ntk / (depth + 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# general activations: (q, rho) recursion with the registry's numeric dual kernels
+
+
+def _general_ntk(act, r, depth, weight_var, bias_var):
+    from ..kernels.numeric import dual_kernel_numeric
+
+    if weight_var is None:
+        second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
+        weight_var = 1.0 / second
+    q = np.ones_like(r)
+    s12 = r.copy()
+    t11, t12 = np.ones_like(r), r.copy()
+    for _ in range(depth):
+        v11 = dual_kernel_numeric(act, q, q, q)
+        v12 = dual_kernel_numeric(act, q, s12, q)
+        d11 = dual_kernel_numeric(act, q, q, q, derivative=True)
+        d12 = dual_kernel_numeric(act, q, s12, q, derivative=True)
+        q_new = weight_var * v11 + bias_var
+        s_new = weight_var * v12 + bias_var
+        t11 = t11 * weight_var * d11 + q_new
+        t12 = t12 * weight_var * d12 + s_new
+        q, s12 = q_new, s_new
+    return t12 / t11
+
+
+def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
+                   weight_var: float | None = None, bias_var: float = 0.0,
+                   return_error: bool = False):
+    r"""Normalized NTK :math:`\bar\Theta^{(L)}` of two unit inputs with correlation ``rho0``.
+
+    Parameters
+    ----------
+    rho0 : float or array_like
+        Input correlation(s) :math:`x^\top x'` in [-1, 1] (inputs on the unit sphere).
+    depth : int
+        Number of hidden layers :math:`L \ge 1`.
+    act : str or Activation
+        ReLU-type (two-slope) activations use the exact angle recursion; any other registered
+        activation runs the :math:`(q,\rho)` recursion with numeric dual kernels (float64 only).
+    dps : int, optional
+        Decimal digits for an mpmath evaluation (two-slope activations); default float64.
+    weight_var, bias_var : float
+        For non-two-slope activations only: default ``1/E[phi(G)^2]`` and 0.
+    return_error : bool
+        float64 path: also return a bound on the absolute rounding error.
+
+    Returns
+    -------
+    ndarray (float64), or mpmath numbers (an object array for array input) when ``dps`` is set.
+
+    Warns
+    -----
+    PrecisionWarning
+        float64 can no longer resolve the correction :math:`\bar\Theta - \bar\Theta^{(\infty)}`
+        to 0.1 % (happens only far beyond depth :math:`10^6`), or ``|rho0|`` is within
+        :math:`10^{-12}` of 1 where the input itself carries too few digits of the angle.
+
+    Raises
+    ------
+    ValueError
+        ``depth < 1``, ``|rho0| > 1`` or non-finite, ``dps < 5``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> np.round(normalized_ntk([0.0, 0.5], 100), 7)
+    array([0.2724963, 0.2776677])
+    >>> print(mpmath.nstr(normalized_ntk(0.5, 100, dps=30), 12))
+    0.277667721912
+    """
+    depth = _check_depth(depth)
+    r = _check_rho(rho0)
+    act, slopes = _two_slope(act)
+    if dps is not None:
+        if slopes is None:
+            raise ValueError(f"dps is available for ReLU-type activations only, not {act.label}")
+        if not isinstance(dps, (int, np.integer)) or dps < 5:
+            raise ValueError(f"dps must be an integer >= 5, got {dps!r}")
+        vals = [_mp_ntk(float(x), depth, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
+        if r.ndim == 0:
+            return vals[0]
+        return np.array(vals, dtype=object).reshape(r.shape)
+    if slopes is None:
+        out = _general_ntk(act, np.atleast_1d(r).astype(float), depth, weight_var, bias_var)
+        out = out.reshape(r.shape)
+        return (out, np.full(r.shape, np.nan)) if return_error else out
+    value, _ = _float_ntk(np.atleast_1d(r).astype(float), depth, *slopes)
+    err = _float_error_bound(depth, value)
+    limit = float(_limit_value(*slopes))
+    if np.any(err > 1e-3 * np.abs(value - limit)):
+        warnings.warn(f"float64 rounding (bound {err.max():.1e}) exceeds 0.1% of the distance "
+                      f"to the depth limit at depth {depth}; use dps=...", PrecisionWarning,
+                      stacklevel=2)
+    if np.any((np.abs(r) > 1 - 1e-12) & (np.abs(r) < 1)):
+        warnings.warn("|rho0| is within 1e-12 of 1: the float input fixes the angle to only a "
+                      "few digits; pass the correlation at higher precision with dps=...",
+                      PrecisionWarning, stacklevel=2)
+    value = value.reshape(r.shape)
+    if r.ndim == 0:
+        value = value[()]
+    return (value, err.reshape(r.shape)) if return_error else value
+
+
+# ---------------------------------------------------------------------------------------------
+# the depth limit, derived
+
+
+_t = sp.Symbol("theta", positive=True)
+
+
+@dataclass(frozen=True)
+class DepthLimit:
+    """The derived depth limit of the normalized NTK and its leading correction.
+
+    Attributes
+    ----------
+    value : sympy.Expr
+        :math:`\\lim_L \\bar\\Theta^{(L)}(x, x')`, :math:`x\\ne x'`.
+    log_coefficient : sympy.Expr
+        :math:`A` in :math:`\\bar\\Theta^{(L)} = \\text{value} + (A\\ln L + c)/L + o(1/L)`.
+    beta, gamma, epsilon : sympy.Expr
+        Series coefficients (module docstring); ``a = gamma / beta``.
+    formula : Formula
+        The limit as a Formula in the activation's parameters (a constant for ReLU).
+    """
+
+    value: sp.Expr
+    log_coefficient: sp.Expr
+    beta: sp.Expr
+    gamma: sp.Expr
+    epsilon: sp.Expr
+    exponent: sp.Expr
+    formula: Formula
+    rate_formula: Formula
+
+
+def _normalized_kernels(act):
+    """kappa_1(cos t) and kappa_0(cos t) of the registry's dual kernels, normalized at t = 0."""
+    from ..kernels.dual import dual_kernel
+
+    V = dual_kernel(act)
+    Vd = dual_kernel(act, derivative=True)
+    q11, q12, q22 = V.symbols
+    at = {q11: 1, q22: 1, q12: sp.cos(_t)}
+    norm = sp.simplify(V.expr.subs({q11: 1, q22: 1, q12: 1}))
+    k1 = sp.simplify(V.expr.subs(at) / norm)
+    k0 = sp.simplify(Vd.expr.subs(dict(zip(Vd.symbols, (1, sp.cos(_t), 1)))) / norm)
+    return k1, k0
+
+
+def _series_coefficients(k1, k0):
+    s1 = sp.series(k1, _t, 0, 5).removeO()
+    s0 = sp.series(k0, _t, 0, 3).removeO()
+    c2, c3, c4 = (sp.simplify(s1.coeff(_t, k)) for k in (2, 3, 4))
+    if sp.simplify(s1.coeff(_t, 0) - 1) != 0 or sp.simplify(s1.coeff(_t, 1)) != 0 \
+            or sp.simplify(c2 + sp.Rational(1, 2)) != 0:
+        raise ValueError("the normalized kernel is not 1 - theta^2/2 + O(theta^3) at theta = 0")
+    # angle map: cos(t') = k1(cos t)  =>  t' = t - beta t^2 - delta t^3 + ...
+    tp = _t + sp.Symbol("b1") * _t**2 + sp.Symbol("b2") * _t**3
+    eq = sp.expand(sp.series(sp.cos(tp), _t, 0, 5).removeO() - s1)
+    sol = sp.solve([eq.coeff(_t, 3), eq.coeff(_t, 4)], [sp.Symbol("b1"), sp.Symbol("b2")],
+                   dict=True)[0]
+    beta = sp.simplify(-sol[sp.Symbol("b1")])
+    delta = sp.simplify(-sol[sp.Symbol("b2")])
+    gamma = sp.simplify(-s0.coeff(_t, 1))
+    # 1/t' = 1/t + beta + (beta^2 + delta) t + ...
+    epsilon = sp.simplify(beta**2 + delta)
+    return beta, gamma, epsilon
+
+
+def _limit_value(a, b):
+    w = (a - b) ** 2 / (a * a + b * b)
+    # beta = w/(3 pi), gamma = w/pi for the two-slope family: a = 3 whatever the slopes, as
+    # long as they differ; equal slopes (linear) keep the correlation: no decay
+    return 0.25 if w > 0 else float("nan")
+
+
+def depth_limit(act="relu") -> DepthLimit:
+    r"""Derive :math:`\lim_{L\to\infty}\bar\Theta^{(L)}` and its :math:`\ln L/L` correction.
+
+    Works for activations whose dual kernel has a closed form in the registry and whose
+    normalized correlation map has :math:`\rho=1` as its fixed point approached algebraically
+    (the ReLU family). The derivation: series of the normalized kernels in the angle, the angle
+    recursion solved to second order, the product of derivative kernels summed (module
+    docstring).
+
+    Raises
+    ------
+    ValueError
+        The activation's kernels have no closed form, or the fixed point is not of this type
+        (smooth activations: use :func:`normalized_ntk` numerically).
+
+    Examples
+    --------
+    >>> lim = depth_limit("relu")
+    >>> lim.beta, lim.gamma, lim.epsilon, lim.exponent
+    (1/(3*pi), 1/pi, 1/(6*pi**2), 3)
+    """
+    act = as_activation(act)
+    try:
+        k1, k0 = _normalized_kernels(act)
+        beta, gamma, epsilon = _series_coefficients(k1, k0)
+    except Exception as exc:  # no closed form, or a smooth kernel (no theta^3 term)
+        raise ValueError(f"depth_limit needs a ReLU-type activation with closed-form kernels; "
+                         f"{act.label}: {exc}") from exc
+    if sp.simplify(beta) == 0:
+        raise ValueError(f"{act.label}: the angle map has no theta^2 term (smooth or linear "
+                         "activation); the limit is not of the algebraic ReLU type")
+    a = sp.simplify(gamma / beta)
+    value = sp.nsimplify(sp.simplify(1 / (1 + a)))
+    logc = sp.simplify(epsilon / (beta**2 * (1 + a)))
+    params = [s for s in sorted(act.params, key=str)] if act.params else []
+    syms = [sp.Symbol(str(p)) for p in params]
+    f = Formula(value, syms, name="ntk_depth_limit", lhs=r"\lim_{L\to\infty}\bar\Theta^{(L)}",
+                description=f"depth limit of the normalized NTK off the diagonal, {act.label}")
+    L = sp.Symbol("L", positive=True)
+    rate = Formula(value + logc * sp.log(L) / L, [L], name="ntk_depth_asymptotics",
+                   lhs=r"\bar\Theta^{(L)}",
+                   description="leading large-depth behaviour (up to c/L)")
+    return DepthLimit(value, logc, beta, gamma, epsilon, a, f, rate)
+
+
+def angle_asymptotics(act="relu", order: int = 2) -> sp.Expr:
+    r"""The large-:math:`h` angle :math:`\theta_h \approx 1/(\beta h + (\varepsilon/\beta)\ln h)`.
+
+    >>> angle_asymptotics("relu")
+    6*pi/(2*h + 3*log(h))
+    """
+    lim = depth_limit(act)
+    h = sp.Symbol("h", positive=True)
+    den = h + (lim.epsilon / lim.beta**2) * sp.log(h) if order >= 2 else h
+    return sp.simplify(1 / (lim.beta * den))
+
+
+@dataclass(frozen=True)
+class CorrectionFit:
+    """Fit of :math:`L(\\bar\\Theta-\\bar\\Theta^{(\\infty)}) = A\\ln L + c` over depths."""
+
+    A: float
+    c: float
+    residual: float
+    depths: np.ndarray
+    scaled: np.ndarray
+
+
+def correction_fit(rho0: float, depths, act="relu") -> CorrectionFit:
+    """Fit the correction over ``depths`` (float64 angle recursion, one pass to the deepest).
+
+    >>> fit = correction_fit(0.5, [1000, 3000, 10000, 30000, 100000])
+    >>> round(fit.A, 2), round(fit.c, 2)      # A -> 3/8; c -> 1.234 as the depths grow
+    (0.38, 1.19)
+    """
+    depths = np.array(sorted(int(_check_depth(d)) for d in depths))
+    lim = float(depth_limit(act).value)
+    r = float(_check_rho(rho0))
+    _, slopes = _two_slope(act)
+    if slopes is None:
+        raise ValueError(f"correction_fit needs a ReLU-type activation, got {act!r}")
+    vals = _values_at(r, depths, *slopes)
+    scaled = depths * (vals - lim)
+    A, c = np.polyfit(np.log(depths), scaled, 1)
+    res = float(np.max(np.abs(A * np.log(depths) + c - scaled)))
+    return CorrectionFit(float(A), float(c), res, depths, scaled)
+
+
+def _values_at(r, depths, a, b):
+    """Theta-bar at every requested depth from one pass of the angle recursion."""
+    w = (a - b) ** 2 / (a * a + b * b)
+    theta, half_sin = _initial_angle(np.array([r]))
+    ntk = np.array([r])
+    out = []
+    want = set(int(d) for d in depths)
+    for h in range(1, int(depths[-1]) + 1):
+        theta, half_sin, one_minus, k0 = _step(theta, half_sin, w)
+        ntk = ntk * k0 + (1 - one_minus)
+        if h in want:
+            out.append(float(ntk[0]) / (h + 1))
+    return np.array(out)
+
+
+@dataclass(frozen=True)
+class PhaseLimit:
+    """Depth limit of the normalized NTK from the fixed points of the kernel maps.
+
+    Attributes
+    ----------
+    phase : {"ordered", "critical", "chaotic"}
+        From :math:`\\chi_1 = \\sigma_w^2\\,\\mathbb E[\\phi'(G)^2]` at the variance fixed point
+        (:math:`<1`, :math:`=1`, :math:`>1`).
+    chi1, chi12 : float
+        Derivative-kernel gains on the diagonal and at the correlation fixed point.
+    rho_star : float
+        Fixed point of the correlation map reached from ``rho0``.
+    limit : float
+        :math:`\\rho^*(1-\\chi_1)/(1-\\chi_{12})` when both gains are below 1 (ordered: 1);
+        0 in the chaotic phase, where the diagonal NTK grows like :math:`\\chi_1^L` faster than
+        the off-diagonal; for the critical phase the algebraic limit of :func:`depth_limit`.
+    rate : float or None
+        Per-layer factor of the geometric approach: :math:`\\chi_1` (ordered),
+        :math:`1/\\chi_1` (chaotic, :math:`\\rho^*>0`) or :math:`\\chi_{12}/\\chi_1`
+        (chaotic, :math:`\\rho^*=0`); None at criticality (algebraic, :math:`\\ln L/L`).
+    """
+
+    phase: str
+    chi1: float
+    chi12: float
+    rho_star: float
+    limit: float
+    rate: float | None
+
+
+def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: float = 1e-6
+                ) -> PhaseLimit:
+    r"""Classify the depth behaviour of any registered activation and give its NTK limit.
+
+    Inputs on the sphere, no bias, weight variance ``1/E[phi(G)^2]`` by default (so that
+    :math:`q^*=1` is the variance fixed point). The NTK recursions
+    :math:`\Theta_{11}\leftarrow\chi_1\Theta_{11}+q^*`, :math:`\Theta_{12}\leftarrow\chi_{12}
+    \Theta_{12}+\rho^*q^*` have the fixed-point ratio :math:`\rho^*(1-\chi_1)/(1-\chi_{12})`
+    when both gains are below one.
+
+    Examples
+    --------
+    >>> p = phase_limit("erf")
+    >>> p.phase, round(p.chi1, 4), p.limit, round(p.rate, 4)    # Theta-bar ~ chi1^-L
+    ('chaotic', 1.2257, 0.0, 0.7454)
+    >>> phase_limit("relu").phase, float(phase_limit("relu").limit)
+    ('critical', 0.25)
+    """
+    from ..kernels.numeric import dual_kernel_numeric
+
+    act = as_activation(act)
+    r = float(_check_rho(rho0))
+    second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
+    w = 1.0 / second if weight_var is None else float(weight_var)
+    if not (np.isfinite(w) and w > 0):
+        raise ValueError(f"weight_var must be finite and > 0, got {weight_var!r}")
+    q = 1.0
+    for _ in range(2000):  # variance fixed point (1 by construction for the default)
+        q_new = w * float(dual_kernel_numeric(act, q, q, q))
+        if abs(q_new - q) < 1e-14 * max(1.0, q):
+            break
+        q = q_new
+    chi1 = w * float(dual_kernel_numeric(act, q, q, q, derivative=True))
+    if abs(chi1 - 1) < tol:
+        try:
+            lim = float(depth_limit(act).value)
+        except ValueError:
+            lim = float("nan")
+        return PhaseLimit("critical", chi1, chi1, 1.0, lim, None)
+    rho = r
+    for _ in range(20000):
+        rho_new = w * float(dual_kernel_numeric(act, q, rho * q, q)) / q
+        if abs(rho_new - rho) < 1e-14:
+            rho = rho_new
+            break
+        rho = min(rho_new, 1.0)
+    chi12 = w * float(dual_kernel_numeric(act, q, rho * q, q, derivative=True))
+    if chi1 < 1:
+        phase, limit = "ordered", rho * (1 - chi1) / (1 - chi12) if chi12 < 1 else float("nan")
+        rate = chi1
+    else:
+        # Theta_11 grows like chi1^L; Theta_12 stays bounded (rho* > 0) or, when the
+        # correlation itself dies out (rho* = 0, odd activations), decays like chi12^L
+        base = chi12 if abs(rho) < 1e-8 else max(chi12, 1.0)
+        phase, limit, rate = "chaotic", 0.0, base / chi1
+    return PhaseLimit(phase, float(chi1), float(chi12), float(rho), float(limit), float(rate))

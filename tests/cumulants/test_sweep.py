@@ -1,0 +1,122 @@
+"""Error scaling of the estimators against Monte Carlo ground truth (cheap sizes), and tails."""
+
+import math
+
+import numpy as np
+import pytest
+
+from symscale.cumulants import (RandomMLP, ground_truth, monte_carlo, plot_mse_vs_depth,
+                                plot_mse_vs_flops, plot_mse_vs_width, sweep, tail_probability)
+
+WIDTHS = [16, 32, 64, 128]
+SEEDS = range(5)
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("truth")
+    # 2.5e5 samples: truth floor 4e-6, under 10 % of the K = 2 error at width 128 (7e-5)
+    common = dict(seeds=SEEDS, n_truth=250_000, cache_dir=cache, progress=False)
+    main = sweep(WIDTHS, [3], Ks=(1, 2), variants=("basic", "augmented"), **common)
+    k3 = sweep([64, 128], [3], Ks=(3,), variants=(), factored=True, **common)
+    k3u = sweep([64], [3], Ks=(3,), variants=("basic", "augmented"), **common)
+    return main, k3, k3u
+
+
+def test_ground_truth_error_is_small_against_the_estimators(tables):
+    main, _, _ = tables
+    for r in main.rows:
+        if r["variant"] == "basic":  # the rows whose slopes are fitted
+            assert r["truth_floor"] <= 0.1 * r["mse_over_var"], r
+
+
+@pytest.mark.parametrize("K", [1, 2])
+def test_fitted_slope_against_width_is_minus_K(K, tables):
+    main, _, _ = tables
+    slope, _ = main.slope(f"K={K} basic", depth=3)
+    assert abs(slope + K) < 0.4, slope
+
+
+def test_k3_beats_k2_at_wide_widths(tables):
+    main, k3, k3u = tables
+    for w in (64, 128):
+        k2 = main.mean(estimator="K=2 basic", width=w, depth=3)[0]
+        assert k3.mean(estimator="K=3 basic factored", width=w, depth=3)[0] < k2
+    assert k3u.mean(estimator="K=3 basic", width=64, depth=3)[0] < main.mean(
+        estimator="K=2 basic", width=64, depth=3)[0]
+
+
+def _paired(table, a, b, **where):
+    ra = {r["seed"]: r["mse_over_var"] for r in table.select(estimator=a, **where)}
+    rb = {r["seed"]: r["mse_over_var"] for r in table.select(estimator=b, **where)}
+    d = np.array([ra[s] - rb[s] for s in ra])
+    return d.mean(), d.std(ddof=1) / math.sqrt(d.size)
+
+
+def test_augmented_is_never_worse_than_basic_beyond_the_standard_error(tables):
+    main, _, k3u = tables
+    for K in (1, 2):
+        for w in WIDTHS:
+            diff, se = _paired(main, f"K={K} augmented", f"K={K} basic", width=w, depth=3)
+            assert diff <= se, (K, w, diff, se)
+    diff, se = _paired(k3u, "K=3 augmented", "K=3 basic", width=64, depth=3)
+    assert diff <= se
+    # and it helps where it adds diagrams (K = 2)
+    assert main.mean(estimator="K=2 augmented", width=128, depth=3)[0] < 0.5 * main.mean(
+        estimator="K=2 basic", width=128, depth=3)[0]
+
+
+def test_flops_grow_as_the_cost_table_says(tables):
+    main, k3, _ = tables
+    for K, order in ((1, 2), (2, 3)):
+        fl = [main.mean("flops", estimator=f"K={K} basic", width=w, depth=3)[0] for w in WIDTHS]
+        slope = np.polyfit(np.log(WIDTHS[1:]), np.log(fl[1:]), 1)[0]
+        assert abs(slope - order) < 0.25, (K, slope)
+    adv = k3.advantage("K=3 basic factored", 128, 3)
+    assert adv["flop_advantage"] > 10 and adv["mc_flops"] > adv["flops"]
+
+
+def test_table_outputs_and_plots(tables, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    main, _, _ = tables
+    md = main.to_markdown()
+    assert md.count("\n") == 1 + len(WIDTHS) * 4
+    main.to_csv(tmp_path / "t.csv")
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert len(lines) == 1 + len(main.rows)
+    ax = plot_mse_vs_flops(main, 64, 3)
+    assert len(ax.lines) >= 1 and ax.get_xscale() == "log"
+    ax = plot_mse_vs_width(main, 3)
+    assert len(ax.containers) == 4
+    ax = plot_mse_vs_depth(main, 64)
+    assert len(ax.lines) == 4
+    with pytest.raises(ValueError, match="no rows"):
+        main.mean(estimator="nope")
+
+
+def test_tail_probabilities_below_the_equal_flop_monte_carlo_resolution():
+    """Width 256, three ReLU layers, P(z > 3) of the next layer's pre-activations."""
+    mlp = RandomMLP.random(256, 3, seed=0)
+    ind = mlp.tail_indicator(4, 3.0)
+    est = tail_probability(mlp, layer=4, theta=3.0, K=3, factored=True)
+    n_equal = int(est.flops / ind.flops_per_sample())
+    cheap = monte_carlo(ind, n_equal, seed=1)          # Monte Carlo at the estimator's cost
+    truth = ground_truth(ind, 400_000, seed=2, progress=False)
+    hits = truth.mean * truth.n_samples
+    blind = (cheap.mean == 0) & (hits >= 30)            # resolvable, but unseen at equal FLOPs
+    assert blind.sum() >= 10
+    assert np.median(truth.mean[blind]) < 1.0 / n_equal * 2
+    rel = np.abs(est.probability[blind] - truth.mean[blind]) / truth.mean[blind]
+    assert np.median(rel) < 0.3, np.median(rel)
+
+
+def test_tail_bad_input():
+    mlp = RandomMLP.random(8, 2, seed=0)
+    with pytest.raises(ValueError, match="theta"):
+        tail_probability(mlp, 2, float("nan"))
+    with pytest.raises(ValueError, match="layer"):
+        tail_probability(mlp, 0, 1.0)
+    with pytest.raises(ValueError, match="variant"):
+        tail_probability(mlp, 2, 1.0, variant="gaussian")
