@@ -1,0 +1,23 @@
+"""Neural LoFi: layer-wise spectral feature learning (theory note 05).
+
+Modules: :mod:`~symscale.lofi.algorithm` (the finite-width algorithm, its kernel form, the
+variational check), :mod:`~symscale.lofi.readout` (ridge with closed-form LOO/GCV, logistic),
+:mod:`~symscale.lofi.emergence` (effective dimensions, noise floor, spectral outliers, BBP),
+:mod:`~symscale.lofi.teacher` (a hierarchical teacher-student model and emergence sweeps) and
+:mod:`~symscale.lofi.comparison` (LoFi against lazy random features, NNGP kernel ridge and an
+early-stopped MLP on a real task).
+"""
+
+from . import comparison, emergence, readout, teacher
+from .algorithm import (KernelFilter, LoFi, LoFiKernel, SpectralFilter, VariationalCheck,
+                        kernel_filter, spectral_filter, variational_check)
+from .emergence import (bbp_prediction, bulk_edge, effective_dimension, noise_floor,
+                        spectral_outliers)
+from .readout import KernelRidgeReadout, LogisticReadout, RidgeReadout
+from .teacher import HierarchicalTeacher, emergence_sweep, predicted_emergence
+
+__all__ = ["LoFi", "LoFiKernel", "SpectralFilter", "KernelFilter", "VariationalCheck",
+           "spectral_filter", "kernel_filter", "variational_check", "effective_dimension",
+           "noise_floor", "bulk_edge", "bbp_prediction", "spectral_outliers", "RidgeReadout",
+           "KernelRidgeReadout", "LogisticReadout", "HierarchicalTeacher", "emergence_sweep",
+           "predicted_emergence", "comparison", "emergence", "readout", "teacher"]

@@ -1,0 +1,599 @@
+r"""Neural LoFi: random lift, label-signed spectral filter, repeat; then a linear readout.
+
+Finite width (:class:`LoFi`, theory note 05 §2). With :math:`h_0 = x`, for each layer
+:math:`l = 1..L` with width :math:`P_l` and :math:`k_l` kept directions:
+
+1. :math:`c_l = (\frac1n\sum_\mu\|h_{l-1}(x_\mu)\|^2)^{1/2}` on the training set (stored);
+2. lift :math:`z_l(x) = \sigma(W_l^\top h_{l-1}(x)/c_l)/\sqrt{P_l}`, W_l iid N(0, 1), frozen;
+3. :math:`C_l = \frac1n\sum_\mu y_\mu z_l(x_\mu) z_l(x_\mu)^\top` with :math:`y = \pm1`;
+4. keep the :math:`k_l` eigenvectors :math:`V_l` of largest :math:`|\lambda|` (both signs);
+5. :math:`h_l(x) = V_l^\top z_l(x)`.
+
+Kernel form (:class:`LoFiKernel`, §3), the :math:`P\to\infty` limit: with the layer kernel
+:math:`G` on the training set, :math:`\tilde M = \frac1n G^{1/2}YG^{1/2}`, its top eigenvectors
+:math:`B` by :math:`|\lambda|`, :math:`A = G^{-1/2}B` and :math:`f(x) = k(x, X)A`. The
+:math:`1/n` makes the kernel eigenvalues equal the finite ones: for :math:`G = ZZ^\top` and
+:math:`Z = USW^\top`, both matrices share the nonzero spectrum of :math:`\frac1n SU^\top YUS`,
+with :math:`Zv = G^{1/2}b`. The next kernel is the dual kernel of the activation at
+:math:`q = f\cdot f'/\overline{\|f\|^2}`, the same normalization as :math:`c_l` above.
+
+Sign convention (both forms): each kept direction is signed so that its largest-magnitude
+training feature is positive, so finite and kernel features agree without alignment.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.lofi.algorithm import LoFi, LoFiKernel
+>>> rng = np.random.default_rng(0)
+>>> X = rng.standard_normal((60, 4)); y = np.sign(X[:, 0] * X[:, 1])
+>>> model = LoFi(layers=[(4000, 3)], seed=1).fit(X, y)
+>>> [h.shape for h in model.transform(X[:5])]
+[(5, 3)]
+>>> finite = model.eigenvalues_[0]
+>>> kernel = LoFiKernel(ks=[3]).fit(X, y).eigenvalues_[0]
+>>> bool(np.max(np.abs(finite - kernel)) < 0.1 * np.max(np.abs(kernel)))   # O(P**-0.5)
+True
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+from ..activations import as_activation
+from ..kernels import dual_kernel_numeric
+from . import readout as ro
+
+__all__ = ["KernelFilter", "LoFi", "LoFiKernel", "SpectralFilter", "VariationalCheck",
+           "kernel_filter", "spectral_filter", "variational_check"]
+
+_EIG_METHODS = ("auto", "dense", "dual", "partial")
+_EXACT_MAX = 3000  # "auto": exact solvers up to this min(n, P), eigsh beyond (for small k)
+
+
+def _check_y(y, n):
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of labels, got shape {y.shape}")
+    if len(y) != n:
+        raise ValueError(f"X and y must have the same length: X has {n} rows, y has {len(y)}")
+    if y.dtype.kind in "biuf" and not np.all(np.isfinite(y)):
+        bad = int(np.argmin(np.isfinite(y)))
+        raise ValueError(f"y must be finite, got {y[bad]!r} at index {bad}")
+    return y
+
+
+def _pm1(y):
+    """y as float ±1 labels, or a ValueError that names y and says how to map them."""
+    labels = np.unique(y).tolist()
+    if y.dtype.kind not in "biuf" or not set(labels) <= {-1, 1}:
+        raise ValueError(f"y must hold the binary labels -1/+1 (more than 2 distinct labels switch"
+                         f" to one-vs-rest), got labels {labels}; map them first, e.g. "
+                         f"y = np.where(y == {labels[-1]!r}, 1, -1)")
+    return y.astype(float)
+
+
+def _signed(F, *mats):
+    """Flip columns so that each column's largest-|.| entry of F is positive (F first)."""
+    idx = np.argmax(np.abs(F), axis=0)
+    s = np.where(F[idx, np.arange(F.shape[1])] < 0, -1.0, 1.0)
+    return [m * s for m in (F, *mats)]
+
+
+def _by_magnitude(vals, vecs):
+    order = np.argsort(-np.abs(vals), kind="stable")
+    return vals[order], vecs[:, order]
+
+
+# -- the finite-width filter ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpectralFilter:
+    """Result of :func:`spectral_filter`.
+
+    ``components`` (P, k[+1]): kept eigenvectors, then the first-moment direction if asked;
+    ``eigenvalues`` (k,): theirs, by decreasing ``|lambda|``; ``spectrum``: every eigenvalue
+    the solver computed, by decreasing ``|lambda|`` (all P for "dense", the n of the dual
+    problem -- the other P - n are 0 -- for "dual", the k kept for "partial"); ``features``
+    (n, k[+1]): training features ``Z @ components``; ``method``: the solver used.
+    """
+
+    components: np.ndarray
+    eigenvalues: np.ndarray
+    spectrum: np.ndarray
+    features: np.ndarray
+    method: str
+
+
+def _dual_eigh(Z, y, k):
+    """All eigenvalues and the top-k eigenvectors (by |lambda|) of Z^T Y Z / n, for n <= P.
+
+    SVD identity (note §3): with ``Z = U S W^T``, the nonzero spectrum is that of the n x n
+    matrix ``S U^T Y U S / n``, with ``v = W e``. U and S come from eigh of the Gram matrix
+    ``Z Z^T`` (several times faster than an SVD of a wide matrix), and ``v`` from the
+    eigen-equation ``v = Z^T (y * USe) / (n lambda)``, which divides by no small singular
+    value. Directions with ``|lambda|`` below 1e-8 of the largest (zero to working precision)
+    use ``W e`` through a pseudo-inverse, re-orthonormalized against the others.
+    """
+    n = Z.shape[0]
+    d, U = np.linalg.eigh(Z @ Z.T)
+    s = np.sqrt(np.maximum(d, 0.0))
+    M = s[:, None] * (U.T @ (y[:, None] * U)) * s[None, :] / n
+    vals, E = _by_magnitude(*np.linalg.eigh((M + M.T) / 2))
+    vals_k, E = vals[:k], E[:, :k]
+    small = np.abs(vals_k) <= 1e-8 * np.abs(vals).max(initial=0.0)
+    big = ~small
+    vecs = np.empty((Z.shape[1], k))
+    vecs[:, big] = Z.T @ (y[:, None] * (U @ (s[:, None] * E[:, big]))) / (n * vals_k[big])
+    vecs[:, big] /= np.linalg.norm(vecs[:, big], axis=0)
+    if small.any():
+        inv = np.where(s > 1e-8 * s.max(initial=0.0), 1 / np.where(s > 0, s, 1), 0.0)
+        Q = np.linalg.qr(np.column_stack([vecs[:, big], Z.T @ (U * inv) @ E[:, small]]))[0]
+        vecs[:, small] = Q[:, big.sum():]
+    return vals, vecs
+
+
+def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "auto",
+                    seed: int = 0) -> SpectralFilter:
+    r"""Top-``k`` eigenvectors by ``|lambda|`` of :math:`C = \frac1n Z^\top \mathrm{diag}(y) Z`.
+
+    Parameters
+    ----------
+    Z, y : array_like, shapes (n, P) and (n,)
+        Lifted training features and label weights (±1 for LoFi).
+    k : int
+        Number of kept directions, ``1 <= k <= P``.
+    first_moment : bool
+        Also append :math:`u = \frac1n Z^\top y` made orthogonal to the kept eigenvectors and
+        normalized (a zero column if u lies in their span), so the features stay coordinates
+        in an orthonormal basis and the next norm constant is not inflated by overlap.
+    eig : {"auto", "dense", "dual", "partial"}
+        ``"dense"``: eigh of the P x P matrix, O(n P^2 + P^3) time, P^2 memory.
+        ``"dual"`` (n <= P; "dense" otherwise): with :math:`Z = USW^\top`, eigh of the n x n
+        matrix :math:`\frac1n SU^\top YUS` (same nonzero spectrum, :math:`v = We`), U and S
+        from the Gram matrix :math:`ZZ^\top`: O(n^2 P + n^3) time, memory O(n P).
+        ``"partial"``: ``eigsh(which="LM")`` with the matrix-free product
+        :math:`v \mapsto Z^\top(y \odot Zv)/n`, O(n P) per product, memory O(n P).
+        ``"auto"``: dense if P <= n, else dual, while min(n, P) <= 3000 or k is over a tenth
+        of it; partial otherwise.
+    seed : int
+        Seed of eigsh's start vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.lofi.algorithm import spectral_filter
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.standard_normal((30, 80)); y = np.sign(rng.standard_normal(30))
+    >>> a = spectral_filter(Z, y, 3, eig="dense"); b = spectral_filter(Z, y, 3, eig="dual")
+    >>> np.allclose(a.eigenvalues, b.eigenvalues), np.allclose(a.features, b.features)
+    (True, True)
+    """
+    Z, y = np.asarray(Z, dtype=float), np.asarray(y, dtype=float)
+    n, P = Z.shape
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= P:
+        raise ValueError(f"k must be an integer in [1, P={P}], got {k!r}")
+    if eig not in _EIG_METHODS:
+        raise ValueError(f"eig must be one of {_EIG_METHODS}, got {eig!r}")
+    m = min(n, P)
+    if eig == "auto":
+        eig = ("dense" if P <= n or k > n else "dual") if m <= _EXACT_MAX or 10 * k > m \
+            else "partial"
+    if eig == "dual" and k > n:
+        raise ValueError(f"k={k} exceeds n={n}, the size of the dual problem; use eig='dense'")
+    if (eig == "dual" and n > P) or (eig == "partial" and k >= P - 1):
+        eig = "dense"  # a tall Z's dual problem is C itself; eigsh needs k < P - 1 (ARPACK)
+    if eig == "dual":
+        vals, V = _dual_eigh(Z, y, k)
+    else:
+        if eig == "dense":
+            C = Z.T @ (y[:, None] * Z) / n
+            vals, vecs = np.linalg.eigh((C + C.T) / 2)
+        else:
+            op = LinearOperator((P, P), matvec=lambda v: Z.T @ (y * (Z @ v)) / n, dtype=float)
+            v0 = np.random.default_rng(seed).standard_normal(P)
+            vals, vecs = eigsh(op, k=k, which="LM", v0=v0)
+        vals, vecs = _by_magnitude(vals, vecs)
+        V = vecs[:, :k]
+    F, V = _signed(Z @ V, V)
+    if first_moment:
+        u = Z.T @ y / n
+        u_perp = u - V @ (V.T @ u)
+        norm = np.linalg.norm(u_perp)
+        u_dir = u_perp / norm if norm > 1e-12 * np.linalg.norm(u) else np.zeros(P)
+        V, F = np.column_stack([V, u_dir]), np.column_stack([F, Z @ u_dir])
+    return SpectralFilter(V, vals[:k].copy(), vals, F, eig)
+
+
+# -- the kernel-form filter -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelFilter:
+    """Result of :func:`kernel_filter`.
+
+    ``coefs`` (n, k[+1]): A, feature j at x is ``k(x, X) @ coefs[:, j]`` (RKHS-orthonormal);
+    ``eigenvalues`` (k,) and ``spectrum`` (n,): kept and all eigenvalues of
+    ``G^{1/2} Y G^{1/2} / n`` by decreasing ``|lambda|``; ``features``: training features
+    ``G_clipped @ coefs`` (the note's ``G^{1/2} B``).
+    """
+
+    coefs: np.ndarray
+    eigenvalues: np.ndarray
+    spectrum: np.ndarray
+    features: np.ndarray
+
+
+def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-6) -> KernelFilter:
+    r"""Kernel form of :func:`spectral_filter` on an n x n Gram matrix ``G``.
+
+    Eigenvalues of ``G`` below ``clip * max`` are raised to it (rank-deficient G, e.g. P < n:
+    a regularized pseudo-inverse square root instead of an unbounded one). The first-moment
+    direction is the RKHS version of the finite one: :math:`a_u = y/n - AA^\top Gy/n`,
+    normalized to unit RKHS norm.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.lofi.algorithm import kernel_filter, spectral_filter
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.standard_normal((20, 50)); y = np.sign(rng.standard_normal(20))
+    >>> kf = kernel_filter(Z @ Z.T, y, 2); sf = spectral_filter(Z, y, 2)
+    >>> np.allclose(kf.eigenvalues, sf.eigenvalues), np.allclose(kf.features, sf.features)
+    (True, True)
+    """
+    G, y = np.asarray(G, dtype=float), np.asarray(y, dtype=float)
+    n = G.shape[0]
+    ro._matrix(G, "G", n)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"k must be an integer in [1, n={n}], got {k!r}")
+    d, U = np.linalg.eigh((G + G.T) / 2)
+    if d[-1] <= 0:
+        raise ValueError("G must have a positive eigenvalue (a nonzero PSD Gram matrix)")
+    d = np.maximum(d, clip * d[-1])
+    root = (U * np.sqrt(d)) @ U.T
+    M = root @ (y[:, None] * root) / n
+    vals, B = _by_magnitude(*np.linalg.eigh((M + M.T) / 2))
+    F, B = _signed(root @ B[:, :k], B[:, :k])
+    A = U @ ((U.T @ B) / np.sqrt(d)[:, None])
+    if first_moment:
+        Gc = (U * d) @ U.T
+        a_u = y / n - A @ (B.T @ (root @ y)) / n  # A^T G y = B^T G^{1/2} y
+        norm = np.sqrt(max(a_u @ Gc @ a_u, 0.0))
+        a_u = a_u / norm if norm > 1e-12 * np.sqrt(max(y @ Gc @ y, 0.0)) / n else 0 * a_u
+        A, F = np.column_stack([A, a_u]), np.column_stack([F, Gc @ a_u])
+    return KernelFilter(A, vals[:k].copy(), vals, F)
+
+
+# -- variational characterization -----------------------------------------------------------------
+@dataclass(frozen=True)
+class VariationalCheck:
+    """Kept objective values against random and optimized competitors (one entry per direction).
+
+    ``passed_each[j]``: no competitor orthogonal to the earlier kept directions exceeds
+    ``kept[j]`` by more than ``rtol * kept[j] + rtol * 1e-4 * max(kept)``.
+    """
+
+    kind: str
+    kept: np.ndarray
+    best_random: np.ndarray
+    best_optimized: np.ndarray
+    passed_each: np.ndarray
+    passed: bool
+    rtol: float
+
+    def __str__(self):
+        rows = [f"variational check ({self.kind}): {'passed' if self.passed else 'FAILED'}",
+                f"{'k':>3} {'kept':>14} {'random':>14} {'optimized':>14}  ok"]
+        cols = zip(self.kept, self.best_random, self.best_optimized, self.passed_each)
+        rows += [f"{j:>3} {a:14.8g} {b:14.8g} {c:14.8g}  {'yes' if ok else 'NO'}"
+                 for j, (a, b, c, ok) in enumerate(cols)]
+        return "\n".join(rows)
+
+
+def variational_check(Z_or_G, y, V, kind: str = "finite", n_random: int = 1000,
+                      n_optimized: int = 20, seed: int = 0, n_iter: int = 300,
+                      rtol: float = 1e-8) -> VariationalCheck:
+    r"""Check that each kept direction maximizes the label-weighted second moment (note §4).
+
+    ``kind="finite"``: ``Z_or_G`` is Z (n, P), V (P, k) holds directions v and the objective
+    is :math:`|\frac1n\sum_\mu y_\mu (v^\top z_\mu)^2|/\|v\|^2`. ``kind="kernel"``: ``Z_or_G``
+    is the Gram matrix G (n, n) the filter used, V (n, k) holds coefficients a of
+    :math:`f = k(\cdot, X)a` and the objective is :math:`|\frac1n\sum_\mu y_\mu f(x_\mu)^2|` at
+    unit RKHS norm :math:`a^\top Ga = 1` (the 1/n matches the finite scale).
+
+    Competitors for direction j are orthogonal (Euclidean, or in the RKHS) to the earlier
+    *given* directions: ``n_random`` random ones, and the iterates of ``n_optimized`` projected
+    power iterations (``n_iter`` steps, from random starts) of the operator whose quadratic form
+    is the objective; the power iteration converges to the largest-``|lambda|`` direction of the
+    complement, so a wrong V fails. Pass the eigen-directions only (no first-moment column).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.lofi.algorithm import spectral_filter, variational_check
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.standard_normal((30, 40)); y = np.sign(rng.standard_normal(30))
+    >>> V = spectral_filter(Z, y, 3).components
+    >>> variational_check(Z, y, V, n_random=200).passed
+    True
+    >>> variational_check(Z, y, V[:, ::-1], n_random=200).passed
+    False
+    """
+    A, y, V = (np.asarray(a, dtype=float) for a in (Z_or_G, y, V))
+    n, finite = len(y), kind == "finite"
+    if kind not in ("finite", "kernel"):
+        raise ValueError(f"kind must be 'finite' or 'kernel', got {kind!r}")
+    if A.shape[0] != n or V.ndim != 2 or V.shape[0] != A.shape[1]:
+        raise ValueError(f"shapes do not match: Z_or_G {A.shape}, y {y.shape}, V {V.shape}")
+
+    def metric(X):  # the inner product: Euclidean, or a^T G b in the RKHS
+        return X if finite else A @ X
+
+    def operator(X):  # self-adjoint in that inner product; its quadratic form is the objective
+        return A.T @ (y[:, None] * (A @ X)) / n if finite else y[:, None] * (A @ X) / n
+
+    def value(X):
+        return np.abs(np.sum(X * metric(operator(X)), axis=0)) / np.sum(X * metric(X), axis=0)
+
+    rng = np.random.default_rng(seed)
+    dim, k = V.shape
+    kept, rand, opt = value(V), np.zeros(k), np.zeros(k)
+    for j in range(k):
+        Q, MQ = V[:, :j], metric(V[:, :j])
+        gram_inv = np.linalg.pinv(Q.T @ MQ)
+
+        def project(X, Q=Q, MQ=MQ, gram_inv=gram_inv):
+            return X - Q @ (gram_inv @ (MQ.T @ X))
+
+        rand[j] = value(project(rng.standard_normal((dim, n_random)))).max()
+        X = project(rng.standard_normal((dim, n_optimized)))
+        best = 0.0
+        for _ in range(n_iter):
+            X = X / np.sqrt(np.sum(X * metric(X), axis=0))
+            best = max(best, value(X).max())
+            X = project(operator(X))
+        opt[j] = best
+    tol = rtol * kept + rtol * 1e-4 * kept.max(initial=0.0)
+    ok = np.maximum(rand, opt) <= kept + tol
+    return VariationalCheck(kind, kept, rand, opt, ok, bool(ok.all()), rtol)
+
+
+# -- models ---------------------------------------------------------------------------------------
+class _LoFiBase:
+    """Validation, one-vs-rest and the predict/transform plumbing shared by both forms."""
+
+    def fit(self, X, y):
+        """Fit on X (n, d) and labels y: ±1 (binary), or > 2 distinct labels (one-vs-rest)."""
+        X = ro._matrix(X, "X")
+        if X.shape[0] < 2:
+            raise ValueError(f"X must have at least 2 rows (training points), got {X.shape[0]}")
+        y = _check_y(y, X.shape[0])
+        classes, self.n_features_in_ = np.unique(y), X.shape[1]
+        if len(classes) > 2:
+            self.classes_, self.estimators_ = classes, []
+            for c in classes:  # same seed for every class: the first random lift is shared
+                est = copy.copy(self)
+                est.classes_, est.estimators_ = np.array([-1.0, 1.0]), None
+                self.estimators_.append(est._fit_binary(X, np.where(y == c, 1.0, -1.0)))
+        else:
+            self.classes_, self.estimators_ = np.array([-1.0, 1.0]), None
+            self._fit_binary(X, _pm1(y))
+        return self
+
+    def _fitted(self, X):
+        if not hasattr(self, "classes_"):
+            raise ro.NotFittedError(f"this {type(self).__name__} is not fitted yet: call "
+                                 "fit(X, y) before predict, decision_function or transform")
+        return ro._matrix(X, "X", self.n_features_in_)
+
+    def decision_function(self, X):
+        """Readout scores: shape (m,) for binary, (m, n_classes) for one-vs-rest."""
+        X = self._fitted(X)
+        return self._decision(X) if self.estimators_ is None else \
+            np.column_stack([e._decision(X) for e in self.estimators_])
+
+    def predict(self, X):
+        """Labels: ±1 (binary; score 0 maps to +1) or ``classes_[argmax of the scores]``."""
+        score = self.decision_function(X)
+        return np.where(score >= 0, 1.0, -1.0) if self.estimators_ is None else \
+            self.classes_[np.argmax(score, axis=1)]
+
+    def transform(self, X):
+        """Per-layer features ``[h_1, ..., h_L]`` (one-vs-rest: one such list per class)."""
+        X = self._fitted(X)
+        return self._features(X) if self.estimators_ is None else \
+            [e._features(X) for e in self.estimators_]
+
+    def _decision(self, X):
+        out = self.readout_.decision_function(self._readout_input(X))
+        return np.asarray(out, dtype=float).ravel()
+
+
+def _make_readout(readout):
+    if isinstance(readout, str) and readout in ("ridge", "logistic"):
+        return ro.RidgeReadout() if readout == "ridge" else ro.LogisticReadout()
+    if isinstance(readout, (ro.RidgeReadout, ro.LogisticReadout)):
+        return copy.deepcopy(readout)  # a fresh, unfitted copy per fit
+    raise ValueError(f"readout must be 'ridge', 'logistic' or a readout instance, got {readout!r}")
+
+
+class LoFi(_LoFiBase):
+    """Finite-width Neural LoFi (note 05 §2).
+
+    Parameters
+    ----------
+    layers : sequence of (P, k)
+        Width of each random lift and number of kept eigen-directions, ``1 <= k <= P``.
+    activation : str or Activation
+        Any registered activation (vectorized through its numpy evaluator).
+    first_moment : bool
+        Append the normalized first-moment direction per layer (one extra feature; see
+        :func:`spectral_filter`). The public code has none.
+    readout : "ridge", "logistic" or a readout instance
+        Ridge with LOO over ``logspace(-6, 6, 100)`` and intercept (the public code's RidgeCV),
+        or :class:`~symscale.lofi.readout.LogisticReadout` (C = 1).
+    seed : int
+        Seed of the frozen random weights: layer l uses ``default_rng([seed, l])``, one neuron
+        (column of W) after another, so widths are nested for a fixed seed.
+    eig : {"auto", "dense", "dual", "partial"}
+        Eigensolver; see :func:`spectral_filter` for the costs.
+
+    Attributes
+    ----------
+    norms_, weights_, components_, eigenvalues_, spectra_ : list, one entry per layer
+        ``c_l``, ``W_l`` (d_{l-1}, P_l), kept ``V_l`` (plus the first-moment column), kept
+        eigenvalues, and every computed eigenvalue (by decreasing ``|lambda|``).
+    readout_, classes_, estimators_
+        Readout on ``h_L``; labels; with > 2 labels the binary one-vs-rest models (which hold
+        the per-layer attributes), else None.
+    """
+
+    def __init__(self, layers, activation="relu", first_moment: bool = False,
+                 readout="ridge", seed: int = 0, eig: str = "auto"):
+        msg = f"layers must be a non-empty list of (P, k) with 1 <= k <= P, got {layers!r}"
+        try:
+            layers = [(int(P), int(k)) for P, k in layers]
+        except (TypeError, ValueError):
+            raise ValueError(msg) from None
+        if not layers or any(not 1 <= k <= P for P, k in layers):
+            raise ValueError(msg)
+        if eig not in _EIG_METHODS:
+            raise ValueError(f"eig must be one of {_EIG_METHODS}, got {eig!r}")
+        _make_readout(readout)
+        self.layers, self.activation = layers, as_activation(activation)
+        self.first_moment, self.readout = bool(first_moment), readout
+        self.seed, self.eig = seed, eig
+
+    def _lift(self, h, W, c):
+        return self.activation(h @ W / c) / np.sqrt(W.shape[1])
+
+    def _fit_binary(self, X, y):
+        self.norms_, self.weights_, filters, h = [], [], [], X
+        for layer, (P, k) in enumerate(self.layers):
+            c = np.sqrt(np.mean(np.sum(h * h, axis=1)))
+            if not c > 0:
+                raise ValueError(f"X gives an all-zero representation at layer {layer}")
+            # one generator per layer, drawn neuron by neuron: for a fixed seed the first P
+            # neurons of a wider layer are those of a narrower one (nested width sweeps)
+            W = np.random.default_rng([self.seed, layer]).standard_normal((P, h.shape[1])).T
+            filters.append(spectral_filter(self._lift(h, W, c), y, k, eig=self.eig,
+                                           first_moment=self.first_moment, seed=self.seed + layer))
+            self.norms_.append(c)
+            self.weights_.append(W)
+            h = filters[-1].features
+        self.components_, self.eigenvalues_, self.spectra_ = (
+            [getattr(f, a) for f in filters] for a in ("components", "eigenvalues", "spectrum"))
+        self.readout_ = _make_readout(self.readout).fit(h, y)
+        return self
+
+    def _features(self, X):
+        out, h = [], X
+        for W, c, V in zip(self.weights_, self.norms_, self.components_):
+            h = self._lift(h, W, c) @ V
+            out.append(h)
+        return out
+
+    def _readout_input(self, X):
+        return self._features(X)[-1]
+
+
+class LoFiKernel(_LoFiBase):
+    """Kernel (P -> infinity) form of Neural LoFi (note 05 §3).
+
+    Layer kernels are dual kernels of the activation (closed forms where known, e.g. the ReLU
+    arc-cosine kernel; quadrature otherwise) at :math:`q = h\\cdot h'/c^2`, starting from
+    :math:`q_0 = x\\cdot x'/\\overline{\\|x\\|^2}` (:math:`\\sigma_w^2 = d/\\overline{\\|x\\|^2}`).
+    Cost: n(n+1)/2 kernel entries per layer (m n to transform m points); a quadrature activation
+    (e.g. sigmoid) pays about 7200 activation calls per entry: ~15 s to fit n = 200, two layers.
+
+    Parameters
+    ----------
+    ks : sequence of int
+        Kept directions per filtered layer (the number of filtered layers is ``len(ks)``).
+    activation : str or Activation
+    first_moment : bool
+        As in :class:`LoFi` (RKHS version, see :func:`kernel_filter`).
+    ridge : "loo", "gcv" or float
+        Penalty selection over ``lambdas``, or a fixed penalty.
+    final_lift : bool
+        False: ridge on the last features ``h_L`` -- the limit of ``LoFi(layers=[(P, k) for k
+        in ks])``. True: kernel ridge on one more lifted kernel (the CIFAR "filter at layers 0
+        and 1, kernel ridge at layer 2" setup), the limit of an extra unfiltered layer (P, P).
+    lambdas : array_like
+        Penalty grid for "loo"/"gcv".
+    clip : float
+        Relative eigenvalue floor of each layer kernel (see :func:`kernel_filter`).
+
+    Attributes
+    ----------
+    coefs_, eigenvalues_, spectra_, features_, norms_ : list, one entry per filtered layer
+        ``A_l``, kept and all eigenvalues, training features, and ``c_l``.
+    """
+
+    def __init__(self, ks, activation="relu", first_moment: bool = False, ridge="loo",
+                 final_lift: bool = False, lambdas=ro.DEFAULT_LAMBDAS, clip: float = 1e-6):
+        ks = list(ks) if np.iterable(ks) else [ks]
+        if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
+                         for k in ks):
+            raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+        if ridge not in ("loo", "gcv") and (isinstance(ridge, str) or not ridge > 0):
+            raise ValueError(f"ridge must be 'loo', 'gcv' or a positive float, got {ridge!r}")
+        self.ks, self.activation = [int(k) for k in ks], as_activation(activation)
+        self.first_moment, self.final_lift = bool(first_moment), bool(final_lift)
+        self.ridge, self.lambdas, self.clip = ridge, lambdas, clip
+
+    def _kernel(self, q11, q12, q22):
+        return dual_kernel_numeric(self.activation, q11, q12, q22)
+
+    def _train_kernel(self, q):
+        """Dual kernel on the upper triangle only (quadrature activations pay per entry)."""
+        i, j = np.triu_indices(q.shape[0])
+        K = np.empty_like(q)
+        K[i, j] = self._kernel(q[i, i], q[i, j], q[j, j])
+        K[j, i] = K[i, j]
+        return K
+
+    def _fit_binary(self, X, y):
+        if max(self.ks) > X.shape[0]:
+            raise ValueError(f"ks={self.ks}: each k must be <= n={X.shape[0]} (the kernel's size)")
+        self.input_norm_ = np.sqrt(np.mean(np.sum(X * X, axis=1)))
+        if not self.input_norm_ > 0:
+            raise ValueError("X must not be all zeros")
+        self.X_train_, q = X, X @ X.T / self.input_norm_**2
+        filters, self.norms_ = [], []
+        for k in self.ks:
+            filters.append(kernel_filter(self._train_kernel(q), y, k, clip=self.clip,
+                                         first_moment=self.first_moment))
+            F = filters[-1].features
+            self.norms_.append(np.sqrt(np.mean(np.sum(F * F, axis=1))))
+            q = F @ F.T / self.norms_[-1] ** 2
+        names = ("coefs", "eigenvalues", "spectrum", "features")
+        self.coefs_, self.eigenvalues_, self.spectra_, self.features_ = (
+            [getattr(f, a) for f in filters] for a in names)
+        fixed = not isinstance(self.ridge, str)
+        method, lam = ("loo", [float(self.ridge)]) if fixed else (self.ridge, self.lambdas)
+        self.readout_ = ro.KernelRidgeReadout(method, lam).fit(self._train_kernel(q), y) \
+            if self.final_lift else ro.RidgeReadout(method, lam).fit(self.features_[-1], y)
+        return self
+
+    def _cross(self, f, F, c):
+        """Next lifted kernel k(x, X): dual kernel at q = f.f'/c^2 (test rows, train columns)."""
+        return self._kernel(np.sum(f * f, axis=1)[:, None] / c**2, f @ F.T / c**2,
+                            np.sum(F * F, axis=1)[None, :] / c**2)
+
+    def _layers(self, X, lift=False):
+        """Test features per layer (and, with ``lift``, the lifted kernel after the last)."""
+        out, f, F, c = [], X, self.X_train_, self.input_norm_
+        for A, F_next, c_next in zip(self.coefs_, self.features_, self.norms_):
+            f = self._cross(f, F, c) @ A
+            out.append(f)
+            F, c = F_next, c_next
+        return out, (self._cross(f, F, c) if lift else None)
+
+    def _features(self, X):
+        return self._layers(X)[0]
+
+    def _readout_input(self, X):
+        feats, K = self._layers(X, self.final_lift)
+        return K if self.final_lift else feats[-1]
