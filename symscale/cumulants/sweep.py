@@ -189,31 +189,29 @@ def plot_mse_vs_flops(table: SweepTable, width: int, depth: int, ax=None):
     return ax
 
 
-def plot_mse_vs_width(table: SweepTable, depth: int, ax=None):
-    """Mean MSE/Var against width for every estimator, with reference slopes."""
+def _plot_against(table: SweepTable, key: str, fixed: dict, ax, log_x: bool):
     ax = _axes(ax)
     for est in table.estimators():
-        ws = sorted({r["width"] for r in table.select(estimator=est, depth=depth)})
-        if not ws:
+        xs = sorted({r[key] for r in table.select(estimator=est, **fixed)})
+        if not xs:
             continue
-        ms = [table.mean(estimator=est, width=w, depth=depth) for w in ws]
-        ax.errorbar(ws, [m for m, _, _ in ms],
+        ms = [table.mean(estimator=est, **{key: x}, **fixed) for x in xs]
+        ax.errorbar(xs, [m for m, _, _ in ms],
                     yerr=[0 if math.isnan(s) else s for _, s, _ in ms], marker="o", label=est)
-    ax.set(xscale="log", yscale="log", xlabel="width n", ylabel="MSE/Var",
-           title=f"depth {depth}")
+    ax.set(xscale="log" if log_x else "linear", yscale="log", ylabel="MSE/Var")
     ax.legend(fontsize=7)
     return ax
 
 
+def plot_mse_vs_width(table: SweepTable, depth: int, ax=None):
+    """Mean MSE/Var (± s.e. over seeds) against width for every estimator."""
+    ax = _plot_against(table, "width", {"depth": depth}, ax, log_x=True)
+    ax.set(xlabel="width n", title=f"depth {depth}")
+    return ax
+
+
 def plot_mse_vs_depth(table: SweepTable, width: int, ax=None):
-    """Mean MSE/Var against depth for every estimator."""
-    ax = _axes(ax)
-    for est in table.estimators():
-        ds = sorted({r["depth"] for r in table.select(estimator=est, width=width)})
-        if not ds:
-            continue
-        ms = [table.mean(estimator=est, width=width, depth=d)[0] for d in ds]
-        ax.plot(ds, ms, marker="o", label=est)
-    ax.set(yscale="log", xlabel="depth L", ylabel="MSE/Var", title=f"width {width}")
-    ax.legend(fontsize=7)
+    """Mean MSE/Var (± s.e. over seeds) against depth for every estimator."""
+    ax = _plot_against(table, "depth", {"width": width}, ax, log_x=False)
+    ax.set(xlabel="depth L", title=f"width {width}")
     return ax
