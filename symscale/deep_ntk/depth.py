@@ -128,44 +128,62 @@ def _initial_angle(r):
 _G_COEFFS = (1 / 3, -1 / 30, 1 / 840, -1 / 45360, 1 / 3991680)
 
 
+def _series_terms(theta_max: float, c: float) -> int:
+    """Terms of the g-series needed at this largest angle: the first dropped term must change
+    1 - kappa_1 ~ theta^2/2 by less than 1e-17 relative (c theta^3 coef theta^(2m) / theta^2)."""
+    for m in range(1, len(_G_COEFFS)):
+        if 2 * c * theta_max ** (2 * m + 1) * abs(_G_COEFFS[m]) < 1e-17:
+            return m
+    return len(_G_COEFFS)
+
+
 def _float_ntk(r, depth, a, b):
-    """The recursion with preallocated buffers: at 10^4 values a layer is ~20 ufunc calls, so
-    allocation would otherwise cost as much as the arithmetic."""
+    """The recursion with preallocated buffers.
+
+    At 10^4 values a layer is ~15 ufunc calls and memory-bound, so the small-angle path keeps
+    ``S = sin^2(theta/2) = (1 - rho)/2`` itself as the state (the next ``S`` is ``S`` minus the
+    series term: no square and no halving) and folds the constants into the series.
+    """
     w = (a - b) ** 2 / (a * a + b * b)
     c = w / math.pi
     theta, half_sin = _initial_angle(r)
     ntk = r.copy()
-    t2, acc, one_minus = np.empty_like(r), np.empty_like(r), np.empty_like(r)
-    small = False
-    for _ in range(depth):
-        if not small:
-            small = theta.max() < 0.1
-        if not small:
-            theta, half_sin, om, k0 = _step(theta, half_sin, w)
-            ntk *= k0
-            ntk += 1.0 - om
-            continue
-        # 1 - kappa_1 = 2 sin^2(t/2) - c t^3 (1/3 - t^2/30 + ...), Horner in t^2
+    t2, acc = np.empty_like(r), np.empty_like(r)
+    S = None
+    terms = len(_G_COEFFS)
+    for h in range(depth):
+        if S is None:
+            if theta.max() >= 0.1:
+                theta, half_sin, om, k0 = _step(theta, half_sin, w)
+                ntk *= k0
+                ntk += 1.0 - om
+                continue
+            S = half_sin * half_sin
+        if h % 64 == 0:  # the angles only shrink: fewer series terms as the depth grows
+            terms = _series_terms(float(theta.max()), c)
+        # (1 - kappa_1)/2 = S - (c/2) t^3 (1/3 - t^2/30 + ...): Horner in t^2
+        coeffs = [0.5 * c * k for k in _G_COEFFS[:terms]]
         np.multiply(theta, theta, out=t2)
-        acc.fill(_G_COEFFS[-1])
-        for coef in _G_COEFFS[-2::-1]:
+        if terms == 1:
+            np.multiply(t2, coeffs[0], out=acc)
+        else:
+            np.multiply(t2, coeffs[-1], out=acc)
+            for coef in coeffs[-2:0:-1]:
+                acc += coef
+                acc *= t2
+            acc += coeffs[0]
             acc *= t2
-            acc += coef
-        acc *= t2
         acc *= theta
-        acc *= c
-        np.multiply(half_sin, half_sin, out=one_minus)
-        one_minus *= 2.0
-        one_minus -= acc
-        # Theta <- Theta (1 - c t) + 1 - (1 - kappa_1)
-        np.multiply(ntk, theta, out=acc)
-        acc *= c
-        ntk -= acc
-        ntk -= one_minus
+        S -= acc
+        # Theta <- Theta (1 - c t) + rho' with rho' = 1 - 2 S'
+        np.multiply(theta, -c, out=acc)
+        acc += 1.0
+        ntk *= acc
         ntk += 1.0
-        np.multiply(one_minus, 0.5, out=half_sin)
-        np.sqrt(half_sin, out=half_sin)
-        np.arcsin(half_sin, out=theta)
+        ntk -= S
+        ntk -= S
+        np.sqrt(S, out=theta)
+        np.arcsin(theta, out=theta)
         theta *= 2.0
     return ntk / (depth + 1), theta
 
