@@ -86,7 +86,8 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
     The closed form is used where one exists (with the exact value phi(mean)^power at
     ``var == 0``); otherwise quadrature with ``deg`` nodes on each side of the point u = 0 (where
     activations kink or saturate), graded geometrically towards it (exp-sinh), so the accuracy
-    does not degrade at large variance (default ``deg=80``).
+    does not degrade at large variance (default ``deg=160``: about 1e-15 for tanh at
+    mean 2, variance 0.3, where 80 nodes left 1.7e-8).
 
     Raises
     ------
@@ -109,7 +110,7 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
             f = _gaussian_moment(act, power).numeric("numpy")
             out = np.asarray(f(m, np.where(v > 0, v, 1.0)), dtype=float)
         except NoClosedFormError:
-            out = _graded_expectation(act, m, v, power, deg or 80)
+            out = _graded_expectation(act, m, v, power, deg or 160)
         out = np.where(v > 0, out, act(m) ** power)
     out = np.broadcast_to(out, m.shape).copy()
     if not np.all(np.isfinite(out)):
