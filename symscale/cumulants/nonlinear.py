@@ -21,6 +21,8 @@ Examples
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..activations import as_activation
@@ -31,6 +33,7 @@ from .wick import wick_table
 __all__ = ["nonlinear_step", "power_cumulant", "required_orders"]
 
 
+@lru_cache(maxsize=None)
 def required_orders(tracking: Tracking) -> tuple[int, int]:
     """``(k_max, p_max)``: the Wick table size the tracking's diagrams need."""
     k_max, p_max = 0, 1

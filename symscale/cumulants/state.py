@@ -96,18 +96,23 @@ class Tracking:
 
     def allowed(self) -> frozenset:
         """``(order, pattern)`` pairs available as diagram blocks."""
-        out = set()
-        for d in self.full:
-            out.update((d, p) for p in integer_partitions(d))
-        for d, pats in self.slices:
-            out.update((d, p) for p in pats)
-        return frozenset(out)
+        return _allowed(self)
 
     def patterns(self, d: int) -> tuple[tuple[int, ...], ...]:
         """Index patterns of order ``d`` the nonlinear step must produce."""
         if d in self.full:
             return tuple(integer_partitions(d))
         return self.slice_map.get(d, ())
+
+
+@lru_cache(maxsize=None)
+def _allowed(tracking: "Tracking") -> frozenset:
+    out = set()
+    for d in tracking.full:
+        out.update((d, p) for p in integer_partitions(d))
+    for d, pats in tracking.slices:
+        out.update((d, p) for p in pats)
+    return frozenset(out)
 
 
 def _even_patterns(d):

@@ -147,9 +147,8 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
                 floor = float(np.mean(truth.sem**2) / var)
                 for K, v, fac in ests:
                     est = propagate(mlp, K=K, variant=v, factored=fac, keep_layers=False)
-                    name = f"K={K} {v}" + (" factored" if fac else "")
                     table.rows.append({
-                        "estimator": name, "K": K, "variant": v, "factored": fac,
+                        "estimator": est.name, "K": K, "variant": v, "factored": fac,
                         "width": width, "depth": depth, "seed": seed,
                         "mse_over_var": mse_over_var(est.estimate, truth.mean, truth.var),
                         "truth_floor": floor, "flops": est.flops, "seconds": est.seconds,

@@ -36,7 +36,7 @@ import warnings
 
 from ..activations import as_activation
 from ..kernels.recursions import mlp_kernels
-from .depth import PrecisionWarning, normalized_ntk
+from .depth import PrecisionWarning, _step, normalized_ntk
 
 __all__ = ["ntk_matrix", "limit_matrix", "spectrum_vs_depth", "depth_scale",
            "gradient_flow_predictor", "test_error_grid", "DepthSpectrum", "DepthScale",
@@ -254,9 +254,10 @@ def depth_scale(X, normalize=False):
     i, j = (int(k) for k in np.unravel_index(np.argmax(G), G.shape))
     i, j = min(i, j), max(i, j)
     theta = 2.0 * np.arctan2(np.linalg.norm(X[i] - X[j]), np.linalg.norm(X[i] + X[j]))
-    for _ in range(2):
-        theta = _relu_angle_step(theta)
-    gap = 2.0 * np.sin(theta / 2.0) ** 2  # 1 - rho_max without cancellation
+    theta, half_sin = np.array([theta]), np.array([np.sin(theta / 2.0)])
+    for _ in range(2):  # ReLU: w = 1 in the two-slope angle step of symscale.deep_ntk.depth
+        theta, half_sin, one_minus, _ = _step(theta, half_sin, 1.0)
+    gap = float(one_minus[0])  # 1 - rho_max without cancellation
     scale = 1.0 / np.sqrt(gap) if gap > 0 else np.inf
     return DepthScale(float(1.0 - gap), float(G[i, j]), float(scale), (i, j))
 
@@ -412,12 +413,6 @@ test_error_grid.__test__ = False  # a library function, not a pytest test
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-def _relu_angle_step(theta):
-    """One ReLU layer on the angle: theta' = arccos(kappa_1(cos theta)), without cancellation."""
-    gap = (2 * np.pi * np.sin(theta / 2) ** 2 - (np.sin(theta) - theta * np.cos(theta))) / np.pi
-    return 2.0 * np.arcsin(np.sqrt(min(max(gap, 0.0), 2.0) / 2.0))
-
 
 def _one_minus_exp_ratio(z):
     """g(z) = (1 - e^{-z}) / z with g(0) = 1, for z >= 0 (elementwise, no division by 0)."""

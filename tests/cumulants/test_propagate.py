@@ -189,3 +189,22 @@ def test_non_square_and_non_finite_weights_are_refused():
         RandomMLP.from_weights([np.ones((3, 3)), np.ones((2, 4))])
     with pytest.raises(ValueError, match="weights"):
         RandomMLP.from_weights([np.array([[1.0, np.nan], [0.0, 1.0]])])
+
+
+def test_factored_third_slices_equal_the_dense_tensor():
+    from symscale.cumulants.factored import FactoredThird
+
+    rng = np.random.default_rng(8)
+    A, B, C = (rng.standard_normal((5, 7)) for _ in range(3))
+    third = FactoredThird(A, B, C)
+    T = third.dense()
+    S21, S3, flops = third.slices()
+    i = np.arange(5)
+    np.testing.assert_allclose(S21, T[i[:, None], i[:, None], i[None, :]], atol=1e-12)
+    np.testing.assert_allclose(S3, T[i, i, i], atol=1e-12)
+    np.testing.assert_allclose(T, T.transpose(1, 0, 2), atol=1e-12)  # symmetric
+    W = rng.standard_normal((4, 5))
+    mapped, _ = third.mapped(W)
+    np.testing.assert_allclose(mapped.dense(), np.einsum("ijk,ai,bj,ck->abc", T, W, W, W),
+                               atol=1e-10)
+    assert flops > 0
