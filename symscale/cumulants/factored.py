@@ -33,13 +33,15 @@ True
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .diagrams import diagrams
 from .nonlinear import nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 
-__all__ = ["FactoredThird", "factored_k3_run"]
+__all__ = ["FactoredThird", "factored_k3_run", "FactoredFourth", "factored_k4_run"]
 
 
 class FactoredThird:
@@ -156,7 +158,14 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
         if last:
             break
         layers.append(c)
-        c, third, V, f = _nonlinear(c, third, mlp.activations[layer])
+        if layer == L - 1 and not keep_last:
+            # before a mean-only output step only the mean of the activations is needed
+            S3 = np.einsum("ir,ir,ir->i", third.A, third.B, third.C)
+            zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
+            c, f = nonlinear_step(zc, mlp.activations[layer], _TRACK, mean_only=True)
+            f += 3 * S3.size * third.rank
+        else:
+            c, third, V, f = _nonlinear(c, third, mlp.activations[layer])
         flops += f
     if keep_last:
         # expose the third cumulant's slices so that a nonlinear step can follow (tails)
@@ -168,3 +177,258 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
 
 
 _TRACK_NO3 = Tracking(full=(1, 2), slices=((4, ((2, 2), (4,))),), cap=3)
+
+
+# ---------------------------------------------------------------------------------------------
+# K = 4
+
+
+class FactoredFourth:
+    r""":math:`\mathrm{Sym}\big(\sum_b T_b\big)` with
+    :math:`T_b[s_1,s_2,s_3,s_4]=\sum_m G_b[s_1,s_2,m]\,U_b[s_3,m]\,V_b[s_4,m]`.
+
+    Each block holds a stack of ``M`` matrices ``G`` (``n x n x M``, symmetric in its first two
+    axes), two factor matrices ``U, V`` (``n x M``) and an optional per-neuron scale ``s``
+    standing for :math:`s_{s_1}s_{s_2}s_{s_3}s_{s_4}T_b` (the single-block diagram of the
+    nonlinear step; it is folded into ``W`` at the next linear step for free). Every tree
+    diagram of the :math:`K=4` nonlinear step has this shape with ``U = I``: one neuron of the
+    tree is the stack index.
+    """
+
+    def __init__(self, blocks=()):
+        self.blocks = [tuple(b) if len(b) == 4 else (*b, None) for b in blocks]
+
+    @property
+    def rank(self) -> int:
+        """Total stack length :math:`\\sum_b M_b`."""
+        return sum(b[0].shape[2] for b in self.blocks)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for b in self.blocks for a in b if a is not None)
+
+    def scaled(self, s) -> "FactoredFourth":
+        """The elementwise product with :math:`s^{\\otimes 4}` (no arithmetic until used)."""
+        return FactoredFourth([(G, U, V, s if t is None else s * t) for G, U, V, t in self.blocks])
+
+    def mapped(self, W) -> tuple["FactoredFourth", int]:
+        """The blocks of :math:`W^{\\otimes 4}\\kappa_4` and the FLOPs spent."""
+        n_out, n = W.shape
+        out, flops = [], 0
+        for G, U, V, s in self.blocks:
+            M = G.shape[2]
+            Ws = W if s is None else W * s[None, :]
+            X = (Ws @ G.reshape(n, n * M)).reshape(n_out, n, M)
+            G2 = np.matmul(Ws, X)  # batch over the first axis: G2[a] = Ws @ X[a]
+            out.append((G2, Ws @ U, Ws @ V, None))
+            flops += 2 * n_out * n * n * M + 2 * n_out * n_out * n * M + 4 * n_out * n * M
+            flops += 0 if s is None else W.size
+        return FactoredFourth(out), flops
+
+    def slice211(self, chunk_bytes: int = 1 << 24) -> tuple[np.ndarray, int]:
+        r"""``(S, flops)`` with ``S[i, j, k] = kappa[i, i, j, k]`` for *all* ``i, j, k``.
+
+        The coarser slices are its diagonals: :math:`\kappa_{iijj}=S_{ijj}`,
+        :math:`\kappa_{iiij}=S_{iij}`, :math:`\kappa_{iiii}=S_{iii}`. Of the 12 placements of
+        :math:`(i,i,j,k)` on the four slots of :math:`T`, the symmetry of ``G`` leaves two
+        contractions over the stack index: :math:`6n^3M` FLOPs.
+        """
+        if not self.blocks:
+            raise ValueError("no blocks: the fourth cumulant is zero")
+        n = self.blocks[0][0].shape[0]
+        S = np.zeros((n, n, n))
+        flops = 0
+        for G, U, V, s in self.blocks:
+            M = G.shape[2]
+            step = max(1, chunk_bytes // (8 * 2 * n * M))
+            dG = np.einsum("iim->im", G)
+            # i on the U, V slots: sum_m U_im V_im G_jkm
+            B = ((U * V) @ G.reshape(n * n, M).T).reshape(n, n, n)
+            flops += 2 * n**3 * M + n * M
+            UV = np.vstack([V.T, U.T])
+            for lo in range(0, n, step):
+                I = slice(lo, min(n, lo + step))
+                # i twice on the G slots (G_iim U_jm V_km), and once on G and once on U or V
+                # (G_ijm U_im V_km, G_ijm V_im U_km, each twice by the symmetry of G)
+                Gi = G[I]
+                Y = np.empty(Gi.shape[:2] + (2 * M,))
+                np.multiply(Gi, 2.0 * U[I, None, :], out=Y[:, :, :M])
+                Y[:, :, :M] += dG[I, None, :] * U[None, :, :]
+                np.multiply(Gi, 2.0 * V[I, None, :], out=Y[:, :, M:])
+                B[I] += (Y.reshape(-1, 2 * M) @ UV).reshape(-1, n, n)
+            flops += 4 * n**3 * M + 4 * n * n * M + n**3
+            B += B.transpose(0, 2, 1)
+            if s is not None:
+                B *= (s * s)[:, None, None] * np.multiply.outer(s, s)[None, :, :]
+                flops += 2 * n**3
+            S += B
+            flops += 2 * n**3
+        S /= 12.0
+        return S, flops + n**3
+
+    def dense(self) -> np.ndarray:
+        """The full symmetric tensor (for tests and small sizes)."""
+        n = self.blocks[0][0].shape[0] if self.blocks else 0
+        T = np.zeros((n,) * 4)
+        for G, U, V, s in self.blocks:
+            t = np.einsum("abm,cm,dm->abcd", G, U, V)
+            if s is not None:
+                t = t * np.einsum("a,b,c,d->abcd", s, s, s, s)
+            T += t
+        perms = itertools.permutations(range(4))
+        return sum(T.transpose(p) for p in perms) / 24.0
+
+
+def _tree_classes():
+    """Multiplicities of the K=4 all-distinct diagram shapes, read off the diagram list.
+
+    The shapes are the single :math:`\\kappa_4` block, :math:`\\kappa_3` with a covariance leaf,
+    the covariance path and the covariance star; each is one orbit of the slot permutations, so
+    the labelled diagrams of a shape sum to (their number) times the symmetrization of one.
+    """
+    ds = diagrams((1, 1, 1, 1), 4, Tracking.for_estimator(4).allowed())
+    counts = {"single": 0, "k3_leaf": 0, "path": 0, "star": 0}
+    for d in ds:
+        orders = sorted(sum(v) * m for v, m in d.blocks)
+        if orders == [4]:
+            shape = "single"
+        elif orders == [2, 3]:
+            shape = "k3_leaf"
+        elif orders == [2, 2, 2]:
+            shape = "star" if max(d.derivatives) == 3 else "path"
+        else:  # pragma: no cover - guards the factorization against a change of truncation
+            raise RuntimeError(f"unexpected K=4 diagram {d.blocks}")
+        if d.coefficient != 1:  # pragma: no cover
+            raise RuntimeError(f"K=4 diagram {d.blocks} has coefficient {d.coefficient}")
+        counts[shape] += 1
+    if counts["single"] != 1:  # pragma: no cover
+        raise RuntimeError("the K=4 diagram list lacks the single kappa_4 block")
+    return counts
+
+
+_TRACK4 = Tracking(full=(1, 2, 3), slices=((4, ((2, 1, 1), (2, 2), (3, 1), (4,))),), cap=4)
+_TRACK4_LINEAR = Tracking(full=(1, 2, 3), cap=4)
+
+
+def _fourth_slices(fourth: FactoredFourth, n: int) -> tuple[dict, int]:
+    if not fourth.blocks:
+        z = np.zeros((n, n))
+        return {(2, 1, 1): np.zeros((n, n, n)), (2, 2): z, (3, 1): z.copy(),
+                (4,): np.zeros(n)}, 0
+    S, flops = fourth.slice211()
+    return {(2, 1, 1): S, (2, 2): np.einsum("ijj->ij", S).copy(),
+            (3, 1): np.einsum("iij->ij", S).copy(), (4,): np.einsum("iii->i", S).copy()}, flops
+
+
+def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
+    r"""``G`` with :math:`\mathrm{Sym}(G_{s_1s_2s_3}\delta_{s_3s_4})` equal to the given slices
+    on entries with a repeated neuron and zero on all-distinct entries.
+
+    :math:`\kappa_{iijk}` sees ``G[j, k, i]`` in 2 of its 12 placements, :math:`\kappa_{iijj}`
+    ``G[j, j, i]`` and ``G[i, i, j]`` in 1 of 6 each, :math:`\kappa_{iiij}` ``G[i, j, i]`` and
+    ``G[j, i, i]`` in 1 of 4 each, :math:`\kappa_{iiii}` ``G[i, i, i]``; hence the factors 6, 3,
+    2, 1. Coincident entries of ``D211`` land on entries overwritten by the coarser slices.
+    """
+    n = D4.shape[0]
+    G = np.empty((n, n, n))
+    G[...] = 6.0 * D211.transpose(1, 2, 0)
+    idx = np.arange(n)
+    G[idx, idx, :] = 3.0 * D22.T               # G[j, j, i] = 3 kappa_iijj
+    G[idx, :, idx] = 2.0 * D31                 # G[i, j, i] = 2 kappa_iiij
+    G[:, idx, idx] = 2.0 * D31.T               # G[j, i, i] = 2 kappa_iiij
+    G[idx, idx, idx] = D4                      # last: the diagonal of all of the above
+    return G
+
+
+def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool):
+    """One factored K=4 nonlinear step: (activation cumulants, new fourth, flops)."""
+    from .wick import wick_table
+
+    n = z.n
+    sl, flops = _fourth_slices(fourth, n)
+    zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]}, {4: sl})
+    # before a mean-only output step only the mean of the activations is needed
+    a, f = nonlinear_step(zc, act, _TRACK4, mean_only=not update)
+    flops += f
+    if not update:
+        return a, None, flops
+    exact = a.slices.pop(4)
+    counts = _tree_classes()
+    w = wick_table(act, z.mean, z.variances(), 3, 1)
+    w1, w2, w3 = w[1, 1], w[1, 2], w[1, 3]
+    Sig = z.full[2].copy()
+    np.fill_diagonal(Sig, 0.0)  # trees use off-diagonal covariances only
+    P = w1[:, None] * Sig
+    old = fourth.scaled(w1)  # the single kappa_4 block: kappa_4 times w1 on every leg
+    # kappa_3 with a covariance leaf, the path and the star: G[a, b, m] P[l, m] with m the
+    # neuron of degree 2 (leaf attachment, a path's inner vertex) or 3 (the star's centre);
+    # the path is symmetrized in (a, b). Built in row blocks that stay in cache.
+    W2S = w2[:, None] * Sig * w2[None, :]
+    k3w = counts["k3_leaf"] * np.multiply.outer(w1, w1)[:, :, None] * w2[None, None, :]
+    half = 0.5 * counts["path"]
+    P3 = counts["star"] * P * w3[None, :]
+    G = np.empty((n, n, n))
+    rows = max(1, (1 << 19) // (n * n))
+    for lo in range(0, n, rows):
+        A = slice(lo, lo + rows)
+        g = G[A]
+        np.multiply(z.full[3][A], k3w[A], out=g)
+        g += half * P[A][:, :, None] * W2S[None, :, :]
+        g += half * P.T[A][:, :, None] * W2S[A][:, None, :]
+        g += P3[A][:, None, :] * P[None, :, :]
+    tree = FactoredFourth([(G, np.eye(n), P)])
+    flops += 12 * n**3
+    # slices of the new tensor: the old ones rescaled (the single-block diagram is the
+    # elementwise product with w1^4) plus the tree stack's
+    S, f = tree.slice211()
+    S += sl[(2, 1, 1)] * ((w1 * w1)[:, None, None] * w1[None, :, None] * w1[None, None, :])
+    flops += f + 4 * n**3
+    new = FactoredFourth(old.blocks + tree.blocks)
+    D211 = exact[(2, 1, 1)] - S
+    D22 = exact[(2, 2)] - np.einsum("ijj->ij", S)
+    D31 = exact[(3, 1)] - np.einsum("iij->ij", S)
+    D4 = exact[(4,)] - np.einsum("iii->i", S)
+    new.blocks.append((_correction_stack(D211, D22, D31, D4), np.eye(n), np.eye(n), None))
+    flops += n**3 + 3 * n * n
+    return a, new, flops
+
+
+def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False):
+    r"""Run the factored K=4 estimator through ``stop`` weight layers.
+
+    The third cumulant is kept dense (:math:`6n^4` FLOPs per linear step); the fourth is a
+    :class:`FactoredFourth` that gains two stacks of ``n`` matrices per layer (the tree diagrams,
+    and the repeated-neuron correction), so a linear step at hidden layer :math:`\ell` costs
+    about :math:`8\ell n^4` and reading its slices :math:`16\ell n^4`: :math:`O(n^4L^2)` in all
+    against :math:`O(n^5L)` dense, with :math:`O(n^3L)` memory against :math:`n^4`.
+
+    Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`.
+    """
+    if variant != "basic":
+        raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
+    L = mlp.depth
+    c = Cumulants.standard_gaussian(mlp.input_dim, _TRACK4_LINEAR)
+    fourth = FactoredFourth()
+    flops = 0
+    layers = []
+    for layer in range(stop):
+        W, b = mlp.weights[layer], mlp.biases[layer]
+        b = None if not np.any(b) else b
+        last = layer == stop - 1
+        mean_only = last and layer == L and not keep_last
+        c, f = linear_step(c, W, b, _TRACK4_LINEAR, mean_only=mean_only)
+        flops += f
+        if not mean_only:
+            fourth, f = fourth.mapped(W)
+            flops += f
+        if last:
+            break
+        layers.append(c)
+        # the last hidden layer feeds a mean-only linear step: no new fourth cumulant needed
+        update = keep_last or layer < L - 1
+        c, fourth, f = _nonlinear4(c, fourth, mlp.activations[layer], update)
+        flops += f
+    if keep_last:
+        c.slices[4], f = _fourth_slices(fourth, c.n)
+        flops += f
+        layers.append(c)
+    return c.mean.copy(), flops, layers

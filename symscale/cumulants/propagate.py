@@ -87,8 +87,8 @@ def _check_estimator(K, variant, factored):
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if variant == "gaussian" and K != 2:
         raise ValueError(f"variant 'gaussian' is the K=2 exact-Gaussian estimator; got K={K}")
-    if factored and K != 3:
-        raise ValueError(f"factored=True is implemented for K=3; got K={K}")
+    if factored and K not in (3, 4):
+        raise ValueError(f"factored=True is implemented for K=3 and K=4; got K={K}")
 
 
 def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *,
@@ -143,9 +143,10 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     if coherent_only is None:
         coherent_only = variant == "augmented"
     if factored:
-        from .factored import factored_k3_run
+        from .factored import factored_k3_run, factored_k4_run
 
-        estimate, flops, layers = factored_k3_run(mlp, stop, variant, upto is not None)
+        run = factored_k3_run if K == 3 else factored_k4_run
+        estimate, flops, layers = run(mlp, stop, variant, upto is not None)
         return Propagation(estimate, int(flops), time.perf_counter() - t0,
                            tuple(layers) if keep_layers else (), K, variant, True)
     tracking = Tracking.for_estimator(2 if variant == "gaussian" else K,
@@ -169,7 +170,8 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
 
             c, f = gaussian_step(c, act)
         else:
-            c, f = nonlinear_step(c, act, tracking)
+            # before a mean-only output step only the mean of the activations is needed
+            c, f = nonlinear_step(c, act, tracking, mean_only=(upto is None and layer == L - 1))
         flops += f
     if upto is not None and keep_layers:
         layers.append(c)

@@ -105,8 +105,8 @@ def _estimators(Ks, variants, factored):
             if v == "gaussian" and K != 2:
                 continue
             out.append((K, v, False))
-        if K == 3 and factored:
-            out.append((3, "basic", True))
+        if K in (3, 4) and factored:
+            out.append((K, "basic", True))
     return out
 
 
@@ -119,12 +119,13 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     ----------
     widths, depths : sequence of int
     Ks : sequence of int
-        Orders 1..4 (K = 4 unfactored stores :math:`n^4` numbers: keep widths small).
+        Orders 1..4 (K = 4 unfactored stores :math:`n^4` numbers: keep widths small, or use
+        ``variants=()`` with ``factored=True``).
     variants : sequence of {"basic", "augmented", "gaussian"}
     seeds : sequence of int
         Network seeds; the ground truth of seed ``s`` uses sampling seed ``s + 10_000``.
     factored : bool
-        Also run the factored K = 3 estimator when 3 is in ``Ks``.
+        Also run the factored estimators of the orders 3 and 4 in ``Ks``.
     n_truth : int
         Monte Carlo samples of the ground truth (its own MSE/Var is reported as
         ``truth_floor``).

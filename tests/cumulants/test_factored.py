@@ -1,0 +1,154 @@
+"""The factored K = 4 estimator: its tensor representation, diagram shapes, and exactness
+against the dense K = 4 estimator."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from symscale.cumulants import RandomMLP, propagate, tail_probability
+from symscale.cumulants.diagrams import diagrams
+from symscale.cumulants.factored import (FactoredFourth, _correction_stack, _tree_classes,
+                                         factored_k4_run)
+from symscale.cumulants.state import Tracking
+
+
+def _random_fourth(rng, n, stacks=(3, 4), scale=False):
+    blocks = []
+    for M in stacks:
+        G = rng.standard_normal((n, n, M))
+        blocks.append((G + G.transpose(1, 0, 2), rng.standard_normal((n, M)),
+                       rng.standard_normal((n, M)),
+                       rng.uniform(0.5, 1.5, n) if scale else None))
+    return FactoredFourth(blocks)
+
+
+def _brute_sym(blocks, n):
+    """Sym(sum_b T_b) by an explicit loop over the 24 slot permutations."""
+    T = np.zeros((n,) * 4)
+    for G, U, V, s in blocks:
+        t = np.einsum("abm,cm,dm->abcd", G, U, V)
+        if s is not None:
+            t = t * s[:, None, None, None] * s[None, :, None, None] * s[None, None, :, None] \
+                * s[None, None, None, :]
+        T += t
+    return sum(T.transpose(p) for p in itertools.permutations(range(4))) / 24.0
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_slice211_equals_the_dense_tensor_on_every_entry(scale):
+    rng = np.random.default_rng(0)
+    n = 6
+    fourth = _random_fourth(rng, n, scale=scale)
+    dense = _brute_sym(fourth.blocks, n)
+    np.testing.assert_allclose(fourth.dense(), dense, atol=1e-12)
+    want = np.einsum("iijk->ijk", dense)
+    # a tiny chunk exercises the row-block loop; the default takes one block
+    for chunk in (300, 1 << 24):
+        S, flops = fourth.slice211(chunk_bytes=chunk)
+        np.testing.assert_allclose(S, want, atol=1e-12)
+        assert flops >= 6 * n**3 * fourth.rank
+    np.testing.assert_allclose(np.einsum("ijj->ij", S), np.einsum("iijj->ij", dense), atol=1e-12)
+    np.testing.assert_allclose(np.einsum("iij->ij", S), np.einsum("iiij->ij", dense), atol=1e-12)
+    np.testing.assert_allclose(np.einsum("iii->i", S), np.einsum("iiii->i", dense), atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_linear_map_acts_on_every_leg(scale):
+    rng = np.random.default_rng(1)
+    n, n_out = 5, 4
+    fourth = _random_fourth(rng, n, scale=scale)
+    W = rng.standard_normal((n_out, n))
+    mapped, flops = fourth.mapped(W)
+    want = np.einsum("abcd,ia,jb,kc,ld->ijkl", fourth.dense(), W, W, W, W)
+    np.testing.assert_allclose(mapped.dense(), want, atol=1e-11)
+    assert all(s is None for *_, s in mapped.blocks)  # the scale is folded into W
+    assert flops >= 4 * n_out * n * n * fourth.rank
+    assert mapped.rank == fourth.rank
+
+
+def test_scaled_is_the_elementwise_product_with_s_on_every_leg():
+    rng = np.random.default_rng(2)
+    fourth = _random_fourth(rng, 4, scale=True)
+    s = rng.uniform(0.5, 2.0, 4)
+    want = fourth.dense() * np.einsum("a,b,c,d->abcd", s, s, s, s)
+    np.testing.assert_allclose(fourth.scaled(s).dense(), want, atol=1e-12)
+
+
+def test_correction_stack_sets_repeated_entries_and_leaves_distinct_ones_zero():
+    rng = np.random.default_rng(3)
+    n = 5
+    C = rng.standard_normal((n,) * 4)
+    C = sum(C.transpose(p) for p in itertools.permutations(range(4))) / 24.0
+    G = _correction_stack(np.einsum("iijk->ijk", C), np.einsum("iijj->ij", C),
+                          np.einsum("iiij->ij", C), np.einsum("iiii->i", C))
+    eye = np.eye(n)
+    got = FactoredFourth([(G, eye, eye)]).dense()
+    distinct = np.ones((n,) * 4, dtype=bool)
+    for a, b in itertools.combinations(range(4), 2):
+        idx = [np.arange(n)[:, None, None, None], np.arange(n)[None, :, None, None],
+               np.arange(n)[None, None, :, None], np.arange(n)[None, None, None, :]]
+        distinct &= idx[a] != idx[b]
+    np.testing.assert_allclose(got[~distinct], C[~distinct], atol=1e-12)
+    assert np.max(np.abs(got[distinct])) < 1e-14
+
+
+def test_the_all_distinct_diagrams_are_the_four_tree_shapes():
+    counts = _tree_classes()
+    # labelled trees on 4 vertices (Cayley: 4^2) split into 4 stars and 12 paths; a kappa_3
+    # block on 3 of 4 slots with a covariance leaf hung on one of them: C(4, 3) * 3
+    assert counts == {"single": 1, "k3_leaf": math.comb(4, 3) * 3,
+                      "star": 4, "path": 4 ** 2 - 4}
+    total = len(diagrams((1, 1, 1, 1), 4, Tracking.for_estimator(4).allowed()))
+    assert sum(counts.values()) == total
+
+
+@pytest.mark.parametrize("act,bias,n,depth", [
+    ("relu", 0.0, 8, 2), ("relu", 0.1, 10, 3), ("relu", 0.0, 7, 4), ("tanh", 0.2, 9, 3),
+    ("gelu", 0.1, 6, 3),
+])
+def test_factored_k4_equals_dense_k4(act, bias, n, depth):
+    mlp = RandomMLP.random(n, depth, activation=act, bias_var=bias, seed=5)
+    f = propagate(mlp, K=4, factored=True)
+    u = propagate(mlp, K=4)
+    k3 = propagate(mlp, K=3).estimate
+    np.testing.assert_allclose(f.estimate, u.estimate, atol=1e-12)
+    assert np.max(np.abs(u.estimate - k3)) > 1e-6  # kappa_4 does change the estimate
+    assert f.flops < u.flops
+    assert f.name == "K=4 basic factored"
+
+
+def test_factored_k4_keeps_the_layers_for_a_following_step():
+    mlp = RandomMLP.random(9, 3, seed=2)
+    for upto in (2, 3, 4):
+        f = propagate(mlp, K=4, factored=True, upto=upto)
+        u = propagate(mlp, K=4, upto=upto)
+        np.testing.assert_allclose(f.estimate, u.estimate, atol=1e-13)
+        z, dense = f.layers[-1], u.layers[-1].full[4]
+        np.testing.assert_allclose(z.full[3], u.layers[-1].full[3], atol=1e-13)
+        np.testing.assert_allclose(z.slices[4][(2, 1, 1)], np.einsum("iijk->ijk", dense),
+                                   atol=1e-13)
+        np.testing.assert_allclose(z.slices[4][(4,)], np.einsum("iiii->i", dense), atol=1e-13)
+    t_f = tail_probability(mlp, 4, 1.5, K=4, factored=True).probability
+    t_u = tail_probability(mlp, 4, 1.5, K=4).probability
+    np.testing.assert_allclose(t_f, t_u, atol=1e-13)
+
+
+def test_factored_k4_cost_grows_as_n4_not_n5():
+    flops = []
+    widths = [16, 32, 64]
+    for n in widths:
+        flops.append(propagate(RandomMLP.random(n, 3, seed=0), K=4, factored=True).flops)
+    slope = np.polyfit(np.log(widths), np.log(flops), 1)[0]
+    assert 3.6 < slope < 4.3, slope
+
+
+def test_factored_k4_refuses_other_variants():
+    mlp = RandomMLP.random(4, 2, seed=0)
+    with pytest.raises(ValueError, match="variant"):
+        factored_k4_run(mlp, 3, "augmented")
+    with pytest.raises(ValueError, match="variant"):
+        propagate(mlp, K=4, variant="augmented", factored=True)
+    with pytest.raises(ValueError, match="no blocks"):
+        FactoredFourth().slice211()
