@@ -1,4 +1,6 @@
-r"""Factored :math:`K=3`: the third cumulant as a symmetrized sum of rank-one terms.
+r"""Factored estimators: the top cumulant stored in factors that the layer steps keep.
+
+**K = 3.**
 
 The pre-activation third cumulant is stored as :math:`\kappa_3=\mathrm{Sym}\big(\sum_r a_r\otimes
 b_r\otimes c_r\big)` with factor matrices :math:`A, B, C\in\mathbb R^{n\times R}`. Then
@@ -20,6 +22,28 @@ the whole run :math:`O(n^3L^2)` against :math:`O(n^4L)` unfactored. The :math:`\
 slices go through the linear step's coherent placements only (:math:`O(n^3)`). Up to that
 choice the estimator equals the unfactored one (checked in the tests to round-off).
 
+**K = 4.** Rank-one terms do not close here: the diagram :math:`\kappa_3` with a covariance
+leaf would add rank :math:`n` per rank-one term of :math:`\kappa_3`, i.e. :math:`n^2\ell` per
+layer. Every all-distinct tree of the :math:`K=4` nonlinear step (:math:`\kappa_3` with a
+covariance leaf, the covariance path and star) is :math:`G_{abm}P_{lm}` with
+:math:`P_{lm}=w^{(1)}_l\Sigma_{lm}` and :math:`m` its neuron of degree 2 or 3, so
+:math:`\kappa_4` is stored as stacks :math:`\mathrm{Sym}\sum_b\sum_m G_b[a,b,m]U_b[c,m]V_b[d,m]`
+(:class:`FactoredFourth`):
+
+* the single-block diagram multiplies every leg by :math:`w^{(1)}`: a pending scale, folded
+  into :math:`W` at the next linear step;
+* the trees add one stack :math:`(G, I, P)` of :math:`n` matrices; the repeated-neuron
+  corrections one more, :math:`(G_c, I, I)` with :math:`G_c` holding the slice differences;
+* the linear step maps each matrix :math:`G_{::m}\mapsto WG_{::m}W^\top` and the factors
+  :math:`U, V\mapsto WU, WV` (:math:`4n^3` per matrix);
+* the nonlinear step reads :math:`\kappa_{iijk}` (and its diagonals :math:`\kappa_{iijj}`,
+  :math:`\kappa_{iiij}`, :math:`\kappa_{iiii}`) with two contractions over the stack index,
+  :math:`6n^3` per matrix; :math:`\kappa_3` stays dense (:math:`6n^4` per linear step).
+
+So the stack grows by :math:`2n` matrices per layer, a layer costs :math:`O(n^4\ell)` and the
+run :math:`O(n^4L^2)` with :math:`O(n^3L)` memory, against :math:`O(n^5L)` and :math:`n^4`
+dense. Nothing is dropped: it equals the dense :math:`K=4` estimator to round-off.
+
 Examples
 --------
 >>> import numpy as np
@@ -28,6 +52,9 @@ Examples
 >>> f = propagate(mlp, K=3, factored=True)
 >>> u = propagate(mlp, K=3, coherent_only=True)
 >>> bool(np.allclose(f.estimate, u.estimate, atol=1e-12))
+True
+>>> f4 = propagate(mlp, K=4, factored=True)
+>>> bool(np.allclose(f4.estimate, propagate(mlp, K=4).estimate, atol=1e-12))
 True
 """
 

@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
 import numpy as np
@@ -68,11 +69,9 @@ def power_cumulant(z: Cumulants, w: np.ndarray, powers: tuple[int, ...], trackin
         parts, f = _reduce(ops, m, float(dg.coefficient))
         terms.append(parts)
         flops += f + len(parts) * n**m
-    # row blocks of about 4 MB keep each diagram's full-size products in cache
     everything = tuple(range(m))
-    rows = max(1, (1 << 19) // max(1, n ** (m - 1)))
-    for lo in range(0, n, rows):
-        block = slice(lo, lo + rows)
+
+    def work(block):
         acc = out[block]
         for parts in terms:
             term = None
@@ -80,7 +79,33 @@ def power_cumulant(z: Cumulants, w: np.ndarray, powers: tuple[int, ...], trackin
                 a = _on_axes(arr[block] if slots[0] == 0 else arr, slots, everything)
                 term = a if term is None else term * a
             acc += term
+
+    _for_row_blocks(n, m, work)
     return out, flops
+
+
+_POOL: list = []
+
+
+def _for_row_blocks(n: int, m: int, work) -> None:
+    """Call ``work(rows)`` on row blocks of an ``n^m`` output, in threads when it is large.
+
+    Blocks of about 4 MB keep the full-size elementwise products in cache; numpy releases the
+    GIL in them, so the blocks of a large output run on all cores (as the GEMMs of the linear
+    step do). Each block writes only its own rows.
+    """
+    rows = max(1, (1 << 19) // max(1, n ** (m - 1)))
+    blocks = [slice(lo, lo + rows) for lo in range(0, n, rows)]
+    cores = os.cpu_count() or 1
+    if cores < 2 or len(blocks) < 2 or n**m < (1 << 20):
+        for b in blocks:
+            work(b)
+        return
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(max_workers=cores, thread_name_prefix="symscale"))
+    list(_POOL[0].map(work, blocks))
 
 
 def _on_axes(arr: np.ndarray, slots: tuple[int, ...], host: tuple[int, ...]) -> np.ndarray:
@@ -162,10 +187,8 @@ def _pattern_value(z, w, pattern, tracking, cache):
             parts.append((cache[f.powers][0], f.slots))
             flops += n**m
         terms.append((float(coef), parts))
-    # row blocks of about 4 MB keep the full-size products in cache
-    rows = max(1, (1 << 19) // max(1, n ** (m - 1)))
-    for lo in range(0, n, rows):
-        block = slice(lo, lo + rows)
+
+    def work(block):
         acc = out[block]
         for coef, parts in terms:
             term = coef
@@ -176,6 +199,8 @@ def _pattern_value(z, w, pattern, tracking, cache):
                     arr = arr[tuple(index)]
                 term = term * _broadcast(arr, slots, m)
             acc += term
+
+    _for_row_blocks(n, m, work)
     return out, flops
 
 

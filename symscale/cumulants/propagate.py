@@ -8,16 +8,18 @@ K         tracked (basic)                                             cost per l
 ========  ==========================================================  =================
 1         mean, diagonal variances                                    :math:`O(n^2)`
 2         mean, covariance                                            :math:`O(n^3)`
-3         :math:`\kappa_1..\kappa_3`, slices :math:`\kappa_{iiii}, \kappa_{iijj}`  :math:`O(n^4)`
-4         :math:`\kappa_1..\kappa_4`                                  :math:`O(n^5)`
+3         :math:`\kappa_1..\kappa_3`, slices :math:`\kappa_{iiii}, \kappa_{iijj}`  :math:`O(n^4)`, factored :math:`O(n^3\ell)`
+4         :math:`\kappa_1..\kappa_4`                                  :math:`O(n^5)`, factored :math:`O(n^4\ell)`
 ========  ==========================================================  =================
 
 ``variant="augmented"`` adds the slices of :math:`\kappa_{K+1}` with a repeated neuron and the
 even slices of :math:`\kappa_{K+2}`, and raises the diagram cap to :math:`K+1`;
 ``variant="gaussian"`` (``K=2`` only) is the exact-Gaussian baseline: diagonal moments and
 off-diagonal covariances of :math:`\phi` under the bivariate Gaussian with the tracked mean and
-covariance (all Mehler orders). ``factored=True`` (``K=3``) stores the all-distinct part of
-:math:`\kappa_3` as a sum of rank-one terms (:mod:`~symscale.cumulants.factored`).
+covariance (all Mehler orders). ``factored=True`` stores the top cumulant in factors
+(:mod:`~symscale.cumulants.factored`): for ``K=3`` the all-distinct part of :math:`\kappa_3`
+as a sum of rank-one terms, for ``K=4`` :math:`\kappa_4` as stacks of matrices with two factor
+matrices (exact: equal to the dense ``K=4`` to round-off).
 
 FLOPs are counted for what is executed, on dense arrays: a matrix product counts :math:`2mnk`,
 an elementwise product or sum 1 per entry, a full order-:math:`d` tensor pays :math:`2n^{d+1}`
@@ -103,7 +105,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         Order, 1..4 (see the module docstring).
     variant : {"basic", "augmented", "gaussian"}
     factored : bool
-        Rank-one storage of the top cumulant (``K=3``).
+        Factored storage of the top cumulant (``K=3`` or ``K=4``, ``variant="basic"``).
     keep_layers : bool
         Keep each hidden layer's cumulants in the result.
     upto : int, optional

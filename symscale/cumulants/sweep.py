@@ -53,13 +53,36 @@ class SweepTable:
         se = vals.std(ddof=1) / math.sqrt(vals.size) if vals.size > 1 else float("nan")
         return float(vals.mean()), float(se), int(vals.size)
 
-    def slope(self, estimator: str, depth: int, against: str = "width") -> tuple[float, float]:
-        """Fitted log-log slope of mean MSE/Var against width (or depth), with its std error."""
-        xs = sorted({r[against] for r in self.select(estimator=estimator)})
-        other = "depth" if against == "width" else "width"
-        ys = [self.mean(estimator=estimator, **{against: x, other: depth})[0] for x in xs]
+    def slope(self, estimator: str, depth: int, against: str = "width",
+              above_floor: float | None = None) -> tuple[float, float]:
+        """Fitted log-log slope of mean MSE/Var against width (or depth), with its std error.
+
+        ``above_floor=r`` fits only the points whose mean MSE/Var is at least ``r`` times the
+        ground truth's own (``truth_floor``): below that the error measured is mostly the
+        truth's, which flattens the fit.
+        """
+        xs, ys = self.slope_points(estimator, depth, against, above_floor)
+        if len(xs) < 3:
+            raise ValueError(f"fewer than three points to fit for {estimator!r} at {depth}: "
+                             f"{xs}")
         fit = fit_loglog_slope(xs, ys)
         return float(fit.slope), float(fit.stderr)
+
+    def slope_points(self, estimator: str, depth: int, against: str = "width",
+                     above_floor: float | None = None) -> tuple[list, list]:
+        """The ``(x, mean MSE/Var)`` points :meth:`slope` fits."""
+        other = "depth" if against == "width" else "width"
+        xs, ys = [], []
+        for x in sorted({r[against] for r in self.select(estimator=estimator)}):
+            where = {"estimator": estimator, against: x, other: depth}
+            if not self.select(**where):
+                continue
+            m = self.mean(**where)[0]
+            if above_floor is not None and m < above_floor * self.mean("truth_floor", **where)[0]:
+                continue
+            xs.append(x)
+            ys.append(m)
+        return xs, ys
 
     def advantage(self, estimator: str, width: int, depth: int) -> dict:
         """FLOP and wall-time advantage of ``estimator`` over Monte Carlo at equal MSE/Var."""

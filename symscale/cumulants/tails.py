@@ -54,7 +54,7 @@ def tail_probability(mlp, layer: int, theta: float, K: int = 2, variant: str = "
     theta : float
         Threshold (finite).
     K, variant, factored :
-        The estimator (``"basic"`` or ``"augmented"``; ``factored`` with ``K=3``).
+        The estimator (``"basic"`` or ``"augmented"``; ``factored`` with ``K=3`` or ``K=4``).
 
     Raises
     ------

@@ -133,3 +133,26 @@ def test_tail_bad_input():
         tail_probability(mlp, 0, 1.0)
     with pytest.raises(ValueError, match="variant"):
         tail_probability(mlp, 2, 1.0, variant="gaussian")
+
+
+def test_slope_above_the_truth_floor_drops_the_floor_limited_points():
+    from symscale.cumulants import SweepTable
+
+    floor = 5e-6
+    rows = []
+    for w in (16, 32, 64, 128):
+        # MSE/Var = 1e-3 (16 / w)^3 down to width 64 (3.1x the floor); at 128 the measured
+        # error saturates at 1.5x the floor
+        mse = 1e-3 * (16 / w) ** 3 if w < 128 else 1.5 * floor
+        for seed, jitter in enumerate((0.99, 1.01)):
+            rows.append({"estimator": "E", "width": w, "depth": 2, "seed": seed,
+                         "mse_over_var": jitter * mse, "truth_floor": floor})
+    table = SweepTable(rows)
+    xs, _ = table.slope_points("E", 2, above_floor=3.0)
+    assert xs == [16, 32, 64]
+    flat, _ = table.slope("E", 2)
+    steep, _ = table.slope("E", 2, above_floor=3.0)
+    assert steep < flat - 0.3
+    assert abs(steep + 3) < 1e-9
+    with pytest.raises(ValueError, match="fewer than three"):
+        table.slope("E", 2, above_floor=1e6)
