@@ -96,7 +96,8 @@ def _for_row_blocks(n: int, m: int, work) -> None:
     """
     rows = max(1, (1 << 19) // max(1, n ** (m - 1)))
     blocks = [slice(lo, lo + rows) for lo in range(0, n, rows)]
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
     if cores < 2 or len(blocks) < 2 or n**m < (1 << 20):
         for b in blocks:
             work(b)
