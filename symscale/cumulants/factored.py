@@ -60,7 +60,9 @@ True
 
 from __future__ import annotations
 
+import functools
 import itertools
+import types
 
 import numpy as np
 
@@ -86,8 +88,11 @@ class FactoredThird:
         A, B, C = self.A, self.B, self.C
         n, R = A.shape
         S21 = ((A * B) @ C.T + (A * C) @ B.T + (B * C) @ A.T) / 3.0
-        S3 = np.einsum("ir,ir,ir->i", A, B, C)
-        return S21, S3, 3 * 2 * n * n * R + 6 * n * R
+        return S21, self.diagonal(), 3 * 2 * n * n * R + 6 * n * R
+
+    def diagonal(self) -> np.ndarray:
+        """``kappa[i, i, i]`` (``3 n R`` FLOPs)."""
+        return np.einsum("ir,ir,ir->i", self.A, self.B, self.C)
 
     def dense(self) -> np.ndarray:
         """The full symmetric tensor (for tests and small sizes)."""
@@ -107,6 +112,7 @@ class FactoredThird:
 _TRACK = Tracking(full=(1, 2), slices=((3, ((2, 1), (3,))), (4, ((2, 2), (4,)))), cap=3)
 
 
+@functools.lru_cache(maxsize=None)
 def _distinct_diagrams():
     """The K=3 all-distinct diagrams, checked to be the single block and three 2-paths."""
     ds = diagrams((1, 1, 1), 3, Tracking.for_estimator(3).allowed())
@@ -118,19 +124,16 @@ def _distinct_diagrams():
                   for d in paths) and len(ds) == 4)
     if not ok:  # pragma: no cover - guards the factorization against a change of truncation
         raise RuntimeError("the K=3 diagram list is not the one the factored step assumes")
-    return ds
+    return tuple(ds)
 
 
 def _nonlinear(z: Cumulants, third: FactoredThird, act):
     """One factored nonlinear step; returns (A-cumulants without kappa_3, new third, flops)."""
-    from .wick import wick_table
-
     _distinct_diagrams()
     S21, S3, flops = third.slices()
     zc = Cumulants(z.mean, {2: z.full[2]}, {3: {(2, 1): S21, (3,): S3}, 4: z.slices[4]})
-    a, f = nonlinear_step(zc, act, _TRACK)
+    a, f, w = nonlinear_step(zc, act, _TRACK, return_wick=True)
     flops += f
-    w = wick_table(act, z.mean, z.variances(), 2, 1)
     w1, w2 = w[1, 1], w[1, 2]
     n = z.n
     Sig = z.full[2].copy()
@@ -168,8 +171,7 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     flops = 0
     layers = []
     for layer in range(stop):
-        W, b = mlp.weights[layer], mlp.biases[layer]
-        b = None if not np.any(b) else b
+        W, b = mlp.affine(layer)
         last = layer == stop - 1
         mean_only = last and layer == L and not keep_last
         c, f = linear_step(c, W, b, _TRACK_NO3, mean_only=mean_only, coherent_only=True)
@@ -187,7 +189,7 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
         layers.append(c)
         if layer == L - 1 and not keep_last:
             # before a mean-only output step only the mean of the activations is needed
-            S3 = np.einsum("ir,ir,ir->i", third.A, third.B, third.C)
+            S3 = third.diagonal()
             zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
             c, f = nonlinear_step(zc, mlp.activations[layer], _TRACK, mean_only=True)
             f += 3 * S3.size * third.rank
@@ -229,9 +231,6 @@ class FactoredFourth:
     def rank(self) -> int:
         """Total stack length :math:`\\sum_b M_b`."""
         return sum(b[0].shape[2] for b in self.blocks)
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for b in self.blocks for a in b if a is not None)
 
     def scaled(self, s) -> "FactoredFourth":
         """The elementwise product with :math:`s^{\\otimes 4}` (no arithmetic until used)."""
@@ -296,7 +295,7 @@ class FactoredFourth:
             flops += 4 * n**3 * M + 4 * n * n * M + n**3
             B += B.transpose(0, 2, 1)
             if s is not None:
-                B *= (s * s)[:, None, None] * np.multiply.outer(s, s)[None, :, :]
+                B *= _scale211(s)
                 flops += 2 * n**3
             S += B
             flops += 2 * n**3
@@ -316,6 +315,12 @@ class FactoredFourth:
         return sum(T.transpose(p) for p in perms) / 24.0
 
 
+def _scale211(s) -> np.ndarray:
+    """:math:`s_i^2s_js_k`: the factor a per-neuron scale puts on :math:`\\kappa_{iijk}`."""
+    return (s * s)[:, None, None] * np.multiply.outer(s, s)[None, :, :]
+
+
+@functools.lru_cache(maxsize=None)
 def _tree_classes():
     """Multiplicities of the K=4 all-distinct diagram shapes, read off the diagram list.
 
@@ -340,21 +345,24 @@ def _tree_classes():
         counts[shape] += 1
     if counts["single"] != 1:  # pragma: no cover
         raise RuntimeError("the K=4 diagram list lacks the single kappa_4 block")
-    return counts
+    return types.MappingProxyType(counts)
 
 
 _TRACK4 = Tracking(full=(1, 2, 3), slices=((4, ((2, 1, 1), (2, 2), (3, 1), (4,))),), cap=4)
 _TRACK4_LINEAR = Tracking(full=(1, 2, 3), cap=4)
 
 
+def _slice_dict(S) -> dict:
+    """The tracked slices of :math:`\\kappa_4` from ``S[i, j, k] = kappa[i, i, j, k]``."""
+    return {(2, 1, 1): S, (2, 2): np.einsum("ijj->ij", S).copy(),
+            (3, 1): np.einsum("iij->ij", S).copy(), (4,): np.einsum("iii->i", S).copy()}
+
+
 def _fourth_slices(fourth: FactoredFourth, n: int) -> tuple[dict, int]:
     if not fourth.blocks:
-        z = np.zeros((n, n))
-        return {(2, 1, 1): np.zeros((n, n, n)), (2, 2): z, (3, 1): z.copy(),
-                (4,): np.zeros(n)}, 0
+        return _slice_dict(np.zeros((n, n, n))), 0
     S, flops = fourth.slice211()
-    return {(2, 1, 1): S, (2, 2): np.einsum("ijj->ij", S).copy(),
-            (3, 1): np.einsum("iij->ij", S).copy(), (4,): np.einsum("iii->i", S).copy()}, flops
+    return _slice_dict(S), flops
 
 
 def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
@@ -379,19 +387,16 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
 
 def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool):
     """One factored K=4 nonlinear step: (activation cumulants, new fourth, flops)."""
-    from .wick import wick_table
-
     n = z.n
     sl, flops = _fourth_slices(fourth, n)
     zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]}, {4: sl})
     # before a mean-only output step only the mean of the activations is needed
-    a, f = nonlinear_step(zc, act, _TRACK4, mean_only=not update)
+    a, f, w = nonlinear_step(zc, act, _TRACK4, mean_only=not update, return_wick=True)
     flops += f
     if not update:
         return a, None, flops
     exact = a.slices.pop(4)
     counts = _tree_classes()
-    w = wick_table(act, z.mean, z.variances(), 3, 1)
     w1, w2, w3 = w[1, 1], w[1, 2], w[1, 3]
     Sig = z.full[2].copy()
     np.fill_diagonal(Sig, 0.0)  # trees use off-diagonal covariances only
@@ -418,14 +423,13 @@ def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool):
     # slices of the new tensor: the old ones rescaled (the single-block diagram is the
     # elementwise product with w1^4) plus the tree stack's
     S, f = tree.slice211()
-    S += sl[(2, 1, 1)] * ((w1 * w1)[:, None, None] * w1[None, :, None] * w1[None, None, :])
+    S += sl[(2, 1, 1)] * _scale211(w1)
     flops += f + 4 * n**3
     new = FactoredFourth(old.blocks + tree.blocks)
-    D211 = exact[(2, 1, 1)] - S
-    D22 = exact[(2, 2)] - np.einsum("ijj->ij", S)
-    D31 = exact[(3, 1)] - np.einsum("iij->ij", S)
-    D4 = exact[(4,)] - np.einsum("iii->i", S)
-    new.blocks.append((_correction_stack(D211, D22, D31, D4), np.eye(n), np.eye(n), None))
+    have = _slice_dict(S)
+    D = {p: exact[p] - have[p] for p in have}
+    new.blocks.append((_correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)]),
+                       np.eye(n), np.eye(n), None))
     flops += n**3 + 3 * n * n
     return a, new, flops
 
@@ -449,8 +453,7 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     flops = 0
     layers = []
     for layer in range(stop):
-        W, b = mlp.weights[layer], mlp.biases[layer]
-        b = None if not np.any(b) else b
+        W, b = mlp.affine(layer)
         last = layer == stop - 1
         mean_only = last and layer == L and not keep_last
         c, f = linear_step(c, W, b, _TRACK4_LINEAR, mean_only=mean_only)

@@ -374,6 +374,16 @@ class RandomMLP:
         return RandomMLP(base.weights, shifted, base.activations).with_readout(
             np.eye(n), activation="step")
 
+    def affine(self, layer: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(W, b)`` of weight layer ``layer`` (0-based), ``b`` None where it is zero.
+
+        >>> W, b = RandomMLP.random(3, 1, seed=0).affine(0)
+        >>> W.shape, b is None
+        ((3, 3), True)
+        """
+        b = self.biases[layer]
+        return self.weights[layer], (b if np.any(b) else None)
+
     # -- cost and identity ------------------------------------------------------------------------
     def flops_per_sample(self) -> int:
         """Flops of one forward pass: ``2 fan_in fan_out`` per layer, ``fan_out`` per nonzero

@@ -58,7 +58,6 @@ def power_cumulant(z: Cumulants, w: np.ndarray, powers: tuple[int, ...], trackin
     """
     m = len(powers)
     n = z.n
-    out = np.zeros((n,) * m)
     flops = 0
     terms = []
     for dg in diagrams(powers, tracking.cap, tracking.allowed()):
@@ -67,21 +66,32 @@ def power_cumulant(z: Cumulants, w: np.ndarray, powers: tuple[int, ...], trackin
             arr, slots = z.block(v)
             ops.extend([(arr, slots)] * mult)
         parts, f = _reduce(ops, m, float(dg.coefficient))
-        terms.append(parts)
+        terms.append((None, parts))  # the coefficient is folded into the first part
         flops += f + len(parts) * n**m
+    return _sum_of_products(terms, n, m), flops
+
+
+def _sum_of_products(terms, n: int, m: int) -> np.ndarray:
+    """``sum_t coef_t * prod_parts arr`` over ``m`` neuron axes, each ``(array, slots)`` part
+    broadcast on its slots (sorted); ``coef=None`` means no scalar factor."""
+    out = np.zeros((n,) * m)
     everything = tuple(range(m))
 
     def work(block):
         acc = out[block]
-        for parts in terms:
-            term = None
+        for coef, parts in terms:
+            term = coef
             for arr, slots in parts:
-                a = _on_axes(arr[block] if slots[0] == 0 else arr, slots, everything)
+                if 0 in slots:  # only this block's rows of the first neuron axis
+                    index = [slice(None)] * arr.ndim
+                    index[slots.index(0)] = block
+                    arr = arr[tuple(index)]
+                a = _on_axes(arr, slots, everything)
                 term = a if term is None else term * a
             acc += term
 
     _for_row_blocks(n, m, work)
-    return out, flops
+    return out
 
 
 _POOL: list = []
@@ -166,17 +176,9 @@ def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
     return parts, flops
 
 
-def _broadcast(arr: np.ndarray, slots: tuple[int, ...], m: int) -> np.ndarray:
-    shape = [1] * m
-    for ax, s in enumerate(slots):
-        shape[s] = arr.shape[ax]
-    return arr.reshape(shape)
-
-
 def _pattern_value(z, w, pattern, tracking, cache):
     m = len(pattern)
     n = z.n
-    out = np.zeros((n,) * m)
     flops = 0
     terms = []
     for coef, factors in pattern_in_power_cumulants(pattern):
@@ -188,21 +190,7 @@ def _pattern_value(z, w, pattern, tracking, cache):
             parts.append((cache[f.powers][0], f.slots))
             flops += n**m
         terms.append((float(coef), parts))
-
-    def work(block):
-        acc = out[block]
-        for coef, parts in terms:
-            term = coef
-            for arr, slots in parts:
-                if 0 in slots:
-                    index = [slice(None)] * arr.ndim
-                    index[slots.index(0)] = block
-                    arr = arr[tuple(index)]
-                term = term * _broadcast(arr, slots, m)
-            acc += term
-
-    _for_row_blocks(n, m, work)
-    return out, flops
+    return _sum_of_products(terms, n, m), flops
 
 
 def _assemble_full(values: dict, d: int, n: int) -> np.ndarray:
@@ -223,7 +211,7 @@ def _assemble_full(values: dict, d: int, n: int) -> np.ndarray:
 
 
 def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
-                   mean_only: bool = False) -> tuple[Cumulants, int]:
+                   mean_only: bool = False, return_wick: bool = False):
     r"""Cumulants of :math:`\phi(Z)` (tracked parts) and the FLOPs spent.
 
     Parameters
@@ -236,6 +224,14 @@ def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
         Added to the mean before the activation (a bias folded into the step).
     mean_only : bool
         Compute the mean of :math:`\phi(Z)` only.
+    return_wick : bool
+        Also return the Wick table ``w[p, k, i]`` the step used (the factored estimators
+        reuse it for their tree diagrams).
+
+    Returns
+    -------
+    (Cumulants, int) or (Cumulants, int, ndarray)
+        The activation cumulants, the FLOPs spent, and with ``return_wick`` the table.
     """
     act = as_activation(act)
     mean = z.mean if bias_shift is None else z.mean + bias_shift
@@ -268,4 +264,4 @@ def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
             out.full[d] = _assemble_full(values, d, n)
         else:
             out.slices[d] = values
-    return out, flops
+    return (out, flops, w) if return_wick else (out, flops)

@@ -157,8 +157,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     flops = 0
     layers = []
     for layer in range(stop):
-        W, b = mlp.weights[layer], mlp.biases[layer]
-        b = None if not np.any(b) else b
+        W, b = mlp.affine(layer)
         c, f = linear_step(c, W, b, tracking, mean_only=(upto is None and layer == L),
                            coherent_only=coherent_only)
         flops += f
