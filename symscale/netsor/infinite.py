@@ -217,7 +217,15 @@ class _Engine:
                 return out.T if flip else out
         if self.kind[a] == "G" and self.kind[b] == "G":
             return self.cov(a, b)
-        return self._expectation(a, b, self._function(a), self._function(b))
+        out = self._expectation(a, b, self._function(a), self._function(b))
+        if a == b:
+            # E[f(x) f(x')] is symmetric in (x, x') with E[f(x)^2] >= 0; quadrature and Monte
+            # Carlo on the permuted joint covariance are not exactly (errors ~1e-6 for smooth
+            # f), and an f that vanishes (x0 - x1 of one vector) leaves rounding of either sign
+            # on the diagonal, which later layers would read as a negative variance
+            out = (out + out.T) / 2
+            np.fill_diagonal(out, np.maximum(np.diagonal(out), 0.0))
+        return out
 
     def _function(self, n):
         """(nonlinearity, [G parents], kernel parameters (m, P) or None); a G-variable is the

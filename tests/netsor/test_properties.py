@@ -130,3 +130,25 @@ def test_corrupted_programs_raise_invalid_program_error(program, choice, data):
         except Exception as exc:  # pragma: no cover - the failure message is the point
             pytest.fail(f"{choice}: {type(exc).__name__}: {exc}")
         pytest.fail(f"{choice}: the corrupted program was accepted")
+
+
+def test_kernels_of_multi_input_nonlinearities_are_symmetric_with_nonnegative_diagonal():
+    """Regressions found by the property test: x1 + tanh(x0) of two independent vectors gave a
+    kernel asymmetric by 1.4e-6 (quadrature on the permuted joint covariance), and x0 - x1 of
+    one vector (identically zero) a diagonal of -2e-41 that the next layer refused as a
+    variance."""
+    p = Program()
+    g, g2 = p.embed(weight_var=0.78), p.embed(weight="U2", weight_var=0.78)
+    h = p.nonlin("x1 + tanh(x0)", g2, g)
+    p.readout(h, var=1.0)
+    K = run_infinite(p, X).kernels[h]
+    assert np.array_equal(K, K.T)
+
+    q = Program()
+    g = q.embed(weight_var=0.67)
+    zero = q.nonlin("x0 - x1", g, g)
+    out = q.nonlin("abs", q.matmul(q.weight(0.67), zero))
+    q.readout(out, var=0.78)
+    run = run_infinite(q, X)
+    assert np.all(np.diagonal(run.kernels[zero]) >= 0)
+    assert np.all(np.isfinite(run.kernels[out]))
