@@ -8,39 +8,10 @@ from fractions import Fraction
 import sympy as sp
 
 from .errors import NoClosedFormError
+from .expressions import parse_expression  # noqa: F401 - the one parser, re-exported
 
 #: The argument of every activation. Declared real so that ``Abs``, ``sign`` and ``Max`` simplify.
 X = sp.Symbol("x", real=True)
-
-
-def parse_expression(text: str, name: str) -> sp.Expr:
-    """Parse a string into a sympy expression without giving it access to Python builtins.
-
-    ``sympify`` evaluates its input with Python's ``eval``; here the namespace holds sympy's
-    names only, and dunder names are refused, so a string cannot import modules or call
-    arbitrary functions.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a string, got {text!r}")
-    if "__" in text or len(text) > 10_000:
-        raise ValueError(f"{name}={text!r} is not a valid expression")
-    try:
-        out = sp.parse_expr(text, local_dict={}, global_dict=_parse_namespace())
-    except Exception as exc:  # parse_expr raises many types on malformed text
-        raise ValueError(f"{name}={text!r} is not a valid expression") from exc
-    if not isinstance(out, sp.Expr):
-        raise ValueError(f"{name}={text!r} is not a valid expression")
-    return out
-
-
-_NAMESPACE: dict = {}
-
-
-def _parse_namespace() -> dict:
-    if not _NAMESPACE:
-        exec("from sympy import *", _NAMESPACE)  # noqa: S102 - fixed import statement
-        _NAMESPACE["__builtins__"] = {}
-    return dict(_NAMESPACE)
 
 
 def _check_number(value: sp.Expr, name: str, raw) -> sp.Expr:

@@ -31,7 +31,7 @@ Heaviside(x)
 from __future__ import annotations
 
 import functools
-import numbers
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -42,6 +42,8 @@ import sympy as sp
 from . import families as fam
 from ._symbolic import X, ae_derivative, kinks, parse_expression, pieces, to_sympy
 from .errors import NoClosedFormError
+from .expressions import LIMITS
+from .validation import check_int
 
 __all__ = [
     "Activation",
@@ -115,7 +117,7 @@ class Activation:
 
     def diff(self, order: int = 1) -> sp.Expr:
         """The ``order``-th almost-everywhere derivative of phi as a sympy expression."""
-        order = _check_order(order, "order")
+        order = check_int(order, "order", low=0, high=1000)
         e = self.expr
         for _ in range(order):
             e = ae_derivative(e)
@@ -341,14 +343,16 @@ def register_activation(
     x**2*exp(-x**2)/2 + x
     >>> ss.unregister_activation("bump")
     """
-    if not isinstance(name, str) or not name.isidentifier():
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__} {name!r:.60}")
+    if not name.isidentifier():
         raise ValueError(f"name must be an identifier, got {name!r}")
     old = _REGISTRY.get(name)
     if old is not None and (old.builtin or not overwrite):
         why = "a built-in" if old.builtin else "already registered (pass overwrite=True)"
         raise ValueError(f"activation name {name!r} is {why}")
     if isinstance(expr, str):
-        expr = parse_expression(expr, "expr")
+        expr = parse_expression(expr, "expr", variables=("x", *defaults))
     if not isinstance(expr, sp.Expr):
         raise TypeError(f"expr must be a sympy expression or a string, got {type(expr).__name__}")
     by_name = {"x": X, **{k: sp.Symbol(k, real=True) for k in defaults}}
@@ -440,12 +444,8 @@ def _identifier(label: str) -> str:
     return out.replace("__", "_") or "phi"
 
 
-def _check_order(order, name) -> int:
-    if isinstance(order, bool) or not isinstance(order, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {order!r}")
-    if order < 0:
-        raise ValueError(f"{name} must be >= 0, got {order}")
-    return int(order)
+#: Largest polynomial degree of a built-in activation (the expression language's exponent bound).
+MAX_DEGREE = LIMITS.max_exponent
 
 
 def _numeric_params(**values):
@@ -534,7 +534,7 @@ _builtin("exp", sp.exp(X), "exponential", family=fam.Exponential(), numpy_impl=n
 
 
 def _monomial(k):
-    k = _check_order(k, "k")
+    k = check_int(k, "k", low=0, high=MAX_DEGREE)
     return _make("monomial", X**_k, {"k": k},
                  family=lambda k: fam.Polynomial((sp.S.Zero,) * int(k) + (sp.S.One,)))
 
@@ -545,9 +545,13 @@ _REGISTRY["monomial"] = _Spec("monomial", (("k", 2),), _monomial, "x**k", True)
 def _polynomial(coefficients):
     if isinstance(coefficients, (str, bytes)) or not hasattr(coefficients, "__iter__"):
         raise TypeError(f"coefficients must be a sequence of numbers, got {coefficients!r}")
-    coeffs = tuple(to_sympy(c, f"coefficients[{i}]") for i, c in enumerate(coefficients))
-    if not coeffs:
+    coefficients = list(itertools.islice(coefficients, MAX_DEGREE + 2))
+    if not coefficients:
         raise ValueError("coefficients must not be empty")
+    if len(coefficients) > MAX_DEGREE + 1:
+        raise ValueError(f"coefficients must have at most {MAX_DEGREE + 1} entries (degree "
+                         f"<= {MAX_DEGREE})")
+    coeffs = tuple(to_sympy(c, f"coefficients[{i}]") for i, c in enumerate(coefficients))
     expr = sp.Add(*[c * X**m for m, c in enumerate(coeffs)])
     return Activation("polynomial", expr, (("coefficients", coeffs),), fam.Polynomial(coeffs))
 

@@ -6,16 +6,26 @@
     symscale derive hermite ACT --order N [--param NAME=VALUE ...] [--mean M] [--var V]
                                           [--power P] [--latex | --code {c,numpy,python}]
     symscale derive kernel ACT [--ntk] [--param NAME=VALUE ...] [--latex | --code LANG]
-    symscale check kernel ACT [--ntk] [--samples N] [--seed S] [--points K]
-    symscale reproduce [--quick] --out DIR [--derivations DIR]
+    symscale check kernel ACT [--ntk] [--param NAME=VALUE ...] [--samples N] [--seed S]
+                              [--points K] [--n-sigma Z]
+    symscale reproduce [--quick] --out DIR [--force] [--derivations DIR] [--no-progress]
+
+Limits: 0 <= --order <= 200, 1 <= --power <= 20, 2 <= --samples <= 10**9, 1 <= --points <= 1000,
+--seed >= 0, --n-sigma finite and > 0; each --param NAME is given at most once.
+
+``reproduce --out DIR`` writes ``DIR/index.md`` and ``DIR/figures/*.png``. It creates DIR (and a
+marker file ``DIR/.symscale-report``) when DIR does not exist or is empty, and re-runs into a
+folder that carries the marker; it refuses any other non-empty folder unless ``--force`` is given
+(then it overwrites only the files the report writes and deletes nothing).
 
 Bad arguments print one line on stderr and exit with status 2 (never a traceback); a failed
-sampling check exits with status 1.
+sampling check, or a report with a failed check or a broken script, exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 __all__ = ["main", "run", "build_parser"]
@@ -32,6 +42,13 @@ class _UsageError(Exception):
     pass
 
 
+# Upper bounds keep a typo (an extra zero or three) from hanging the command for hours.
+MAX_ORDER = 200
+MAX_POWER = 20
+MAX_SAMPLES = 10**9
+MAX_POINTS = 1000
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="symscale", description="closed forms for wide and deep random networks, "
                 "checked by sampling")
@@ -44,10 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = derive.add_subparsers(dest="what", required=True, parser_class=_Parser)
     h = dsub.add_parser("hermite", help="Hermite coefficients of an activation")
     _activation_args(h)
-    h.add_argument("--order", type=_nonneg_int, required=True)
+    h.add_argument("--order", type=_int_option(0, MAX_ORDER), required=True)
     h.add_argument("--mean", default="0")
     h.add_argument("--var", default="1")
-    h.add_argument("--power", type=_pos_int, default=1)
+    h.add_argument("--power", type=_int_option(1, MAX_POWER), default=1)
     h.add_argument("--numeric", action="store_true", help="mpmath quadrature (any activation)")
     _output_args(h)
     k = dsub.add_parser("kernel", help="dual kernel V_phi(q11, q12, q22)")
@@ -60,14 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     ck = csub.add_parser("kernel", help="sampling check of a dual kernel")
     _activation_args(ck)
     ck.add_argument("--ntk", action="store_true")
-    ck.add_argument("--samples", type=_pos_int, default=200_000)
-    ck.add_argument("--seed", type=_nonneg_int, default=0)
-    ck.add_argument("--points", type=_pos_int, default=3)
-    ck.add_argument("--n-sigma", type=float, default=5.0)
+    ck.add_argument("--samples", type=_int_option(2, MAX_SAMPLES), default=200_000)
+    ck.add_argument("--seed", type=_int_option(0, None), default=0)
+    ck.add_argument("--points", type=_int_option(1, MAX_POINTS), default=3)
+    ck.add_argument("--n-sigma", type=_positive_finite_float, default=5.0)
 
     rep = sub.add_parser("reproduce", help="run every derivation and write a report")
     rep.add_argument("--quick", action="store_true", help="fewer samples (CI)")
-    rep.add_argument("--out", required=True, help="output folder (index.md, figures/)")
+    rep.add_argument("--out", required=True, help="output folder (index.md, figures/); must be "
+                     "new, empty or a previous report folder unless --force")
+    rep.add_argument("--force", action="store_true",
+                     help="write into a non-empty folder that is not a previous report folder")
     rep.add_argument("--derivations", default=None, help="folder of derivation scripts")
     rep.add_argument("--no-progress", action="store_true")
     return p
@@ -85,26 +105,38 @@ def _output_args(p):
     g.add_argument("--code", choices=["c", "numpy", "python"])
 
 
-def _nonneg_int(s):
+def _int_option(low: int, high: int | None):
+    """argparse type: an integer in [low, high] (argparse prefixes the option name)."""
+
+    def parse(s):
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {s!r:.40}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(f"expected an integer <= {high}, got {v}")
+        return v
+
+    return parse
+
+
+def _positive_finite_float(s):
     try:
-        v = int(s)
+        v = float(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
-
-
-def _pos_int(s):
-    v = _nonneg_int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r:.40}") from None
+    # inf would make a check that cannot fail; nan one that cannot pass
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {s!r:.40}")
     return v
 
 
 def _parse_value(text: str):
-    if "," in text:
-        return tuple(_parse_value(t) for t in text.split(",") if t.strip())
+    parts = _top_level_split(text)
+    if len(parts) > 1:  # a list such as coefficients=0,1,0.5; commas inside Max(x, 0) stay
+        return tuple(_parse_value(t) for t in parts if t.strip())
     for cast in (int, float):
         try:
             return cast(text)
@@ -113,19 +145,50 @@ def _parse_value(text: str):
     return text.strip()
 
 
-def _activation(args):
-    from .activations import activation
+def _top_level_split(text: str) -> list[str]:
+    """Split at the commas outside parentheses: ``"1,Max(x, 0)"`` -> ``["1", "Max(x, 0)"]``."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
+
+def _params(args) -> dict:
+    """``--param NAME=VALUE`` items as a dict (values parsed as numbers where they are)."""
     params = {}
     for item in args.param:
-        if "=" not in item:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
             raise ValueError(f"--param expects NAME=VALUE, got {item!r}")
-        name, value = item.split("=", 1)
-        name, value = name.strip(), _parse_value(value)
+        if name in params:
+            raise ValueError(f"--param {name} is given more than once")
+        value = _parse_value(text)
         if name == "coefficients" and not isinstance(value, tuple):
             value = (value,)  # a constant polynomial needs no trailing comma
         params[name] = value
-    return activation(args.activation, **params)
+    return params
+
+
+def _activation(args, params: dict):
+    from .activations import activation
+
+    try:
+        return activation(args.activation, **params)
+    except (TypeError, ValueError) as exc:
+        # the name is checked first (KeyError), so with a known name only --param can be wrong
+        if not params:
+            raise
+        raise ValueError(f"--param: {exc}") from None
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, tuple):
+        return all(map(_is_number, value))
+    return isinstance(value, (int, float))
 
 
 def _cmd_list(args, out):
@@ -148,10 +211,10 @@ def _cmd_derive(args, out):
     from .hermite import hermite_coefficients
     from .kernels import dual_kernel
 
-    act = _activation(args)
+    act = _activation(args, _params(args))
     if args.what == "hermite":
-        h = hermite_coefficients(act, args.order, mean=_parse_value(args.mean),
-                                 var=_parse_value(args.var), power=args.power,
+        mean, var = _mean_var(args)
+        h = hermite_coefficients(act, args.order, mean=mean, var=var, power=args.power,
                                  exact=not args.numeric)
         if args.latex:
             print(h.latex(), file=out)
@@ -177,21 +240,48 @@ def _cmd_derive(args, out):
     return 0
 
 
+def _mean_var(args):
+    """``--mean`` and ``--var``: numbers are checked here, symbolic text by the library."""
+    values = []
+    for option, text in (("--mean", args.mean), ("--var", args.var)):
+        value = _parse_value(text)
+        if isinstance(value, tuple):
+            raise ValueError(f"{option} expects one number or expression, got {text!r:.40}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{option} must be finite, got {text!r:.40}")
+        if option == "--var" and _is_number(value) and value < 0:
+            raise ValueError(f"--var must be >= 0, got {text!r:.40}")
+        if args.numeric and not _is_number(value):
+            raise ValueError(f"--numeric needs a number for {option}, got {text!r:.40}")
+        values.append(value)
+    return values
+
+
 def _cmd_check(args, out):
     from .kernels import check_dual_kernel
 
+    act = _activation(args, _params(args))
+    # "1/5" is a number, "a" a symbol: decided on the parsed value, not on the text
+    symbolic = [f"{k}={v}" for k, v in act.parameters
+                if not all(c.is_number for c in (v if isinstance(v, tuple) else (v,)))]
+    if symbolic:
+        raise ValueError(f"--param must be numeric for a sampling check, got {symbolic[0]}")
     # closed form when there is one, else the quadrature kernel, against Monte Carlo
-    report = check_dual_kernel(_activation(args), derivative=args.ntk, n_points=args.points,
-                               n_samples=args.samples, seed=args.seed, n_sigma=args.n_sigma)
+    report = check_dual_kernel(act, derivative=args.ntk,
+                               n_points=args.points, n_samples=args.samples, seed=args.seed,
+                               n_sigma=args.n_sigma)
     print(report, file=out)
     return 0 if report.passed else 1
 
 
 def _cmd_reproduce(args, out):
-    from .report import reproduce
+    from .report import _check_out, find_derivations, reproduce
 
+    # refuse the folder (with the command-line wording) before running anything
+    find_derivations(args.derivations)
+    _check_out(args.out, force=args.force, name="--out", force_hint="--force")
     report = reproduce(args.out, quick=args.quick, derivations=args.derivations,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, force=args.force)
     status = "FAILED" if report.failed else "ok"
     print(f"report: {report.out / 'index.md'} ({status})", file=out)
     for e in report.errors:
@@ -211,19 +301,24 @@ def main(argv=None) -> int:
                    "reproduce": _cmd_reproduce}[args.command]
         code = handler(args, out)
     except _UsageError as exc:
-        print(f"symscale: error: {exc}", file=sys.stderr)
-        code = 2
+        code = _error(exc)
     except KeyError as exc:
-        msg = exc.args[0] if exc.args else str(exc)
-        print(f"symscale: error: {msg}", file=sys.stderr)
-        code = 2
+        code = _error(exc.args[0] if exc.args else exc)
     except (ValueError, TypeError, SymscaleError, NotImplementedError, OSError,
             ArithmeticError) as exc:
-        print(f"symscale: error: {exc}", file=sys.stderr)
-        code = 2
+        code = _error(exc)
+    except (RecursionError, MemoryError) as exc:
+        code = _error(f"the input is too large to process ({type(exc).__name__})")
     except SystemExit as exc:  # --help
         code = exc.code if isinstance(exc.code, int) else 0
     return code
+
+
+def _error(message) -> int:
+    """Print ``message`` as one line on stderr; the exit status of a usage error."""
+    text = " ".join(str(message).split()) or type(message).__name__
+    print(f"symscale: error: {text}", file=sys.stderr)
+    return 2
 
 
 def run() -> None:

@@ -13,6 +13,8 @@ Hierarchy
     A closed form was requested where none is known; the message names the numeric fallback.
 ``DomainError(SymscaleError, ValueError)``
     Arguments outside the domain of a formula (for example a non-PSD covariance).
+``ExpressionError(SymscaleError, ValueError)``
+    A user string outside the expression language (see :mod:`symscale.expressions`).
 
 Invalid user arguments otherwise raise the built-in ``ValueError``/``TypeError``/``KeyError``.
 
@@ -25,7 +27,8 @@ True
 
 from __future__ import annotations
 
-__all__ = ["SymscaleError", "InvalidProgramError", "NoClosedFormError", "DomainError"]
+__all__ = ["SymscaleError", "InvalidProgramError", "NoClosedFormError", "DomainError",
+           "ExpressionError"]
 
 
 class SymscaleError(Exception):
@@ -42,3 +45,7 @@ class NoClosedFormError(SymscaleError, NotImplementedError):
 
 class DomainError(SymscaleError, ValueError):
     """An argument lies outside the domain on which a formula is defined."""
+
+
+class ExpressionError(SymscaleError, ValueError):
+    """A user string is not in the expression language; the message names the argument."""

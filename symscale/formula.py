@@ -34,6 +34,8 @@ import numpy as np
 import symengine as se
 import sympy as sp
 
+from .expressions import as_expression
+from .validation import check_int, check_random_state, check_real
 from .printing import NumpyPrinter, function_code, latex
 
 __all__ = ["Formula", "Variable", "CheckReport", "CheckRow", "sample_mean"]
@@ -95,8 +97,8 @@ class Formula:
         sampler: Sampler | None = None,
         point_sampler: PointSampler | None = None,
     ):
-        self.expr = sp.sympify(expr)
         self.variables = tuple(_as_variable(v) for v in variables)
+        self.expr = as_expression(expr, "expr", symbols=self.symbols)
         names = [v.name for v in self.variables]
         if len(set(names)) != len(names):
             raise ValueError(f"variables must have distinct names, got {names}")
@@ -109,7 +111,8 @@ class Formula:
         self.name = str(name)
         self._lhs = lhs
         self.description = description
-        self.stable_expr = None if stable_expr is None else sp.sympify(stable_expr)
+        self.stable_expr = None if stable_expr is None else as_expression(
+            stable_expr, "stable_expr", symbols=self.symbols)
         self.sampler = sampler
         self.point_sampler = point_sampler
         self._numeric_cache: dict[str, Callable] = {}
@@ -224,7 +227,7 @@ class Formula:
         unknown = [k for k in values if k not in self.names]
         if unknown:
             raise TypeError(f"{self.name} has no variables {unknown}; variables: {self.names}")
-        by_sym = {v.symbol: sp.sympify(values[v.name]) for v in self.variables if v.name in values}
+        by_sym = {v.symbol: as_expression(values[v.name], v.name) for v in self.variables if v.name in values}
         fixed = {k: float(v) for k, v in values.items()}
         keep = [v for v in self.variables if v.name not in values]
         sampler = None
@@ -303,11 +306,12 @@ class Formula:
         """
         if self.sampler is None:
             raise ValueError(f"formula {self.name} has no sampler to check against")
-        if n_samples < 2:
-            raise ValueError(f"n_samples must be >= 2, got {n_samples}")
-        if not n_sigma > 0:
-            raise ValueError(f"n_sigma must be > 0, got {n_sigma}")
-        rng = np.random.default_rng(seed)
+        n_points = check_int(n_points, "n_points", low=1)
+        n_samples = check_int(n_samples, "n_samples", low=2)
+        batch_size = check_int(batch_size, "batch_size", low=1)
+        # an infinite n_sigma would make a check that cannot fail
+        n_sigma = check_real(n_sigma, "n_sigma", low=0, low_open=True)
+        rng = check_random_state(seed)
         if points is None:
             if self.variables and self.point_sampler is None:
                 raise ValueError(f"formula {self.name} has no point sampler; pass points=")

@@ -41,6 +41,12 @@ import symengine as se
 import sympy as sp
 
 from ._symbolic import X, pieces, to_sympy
+from .expressions import as_expression
+from .validation import check_int
+
+#: Largest moment order (the exact moments grow like (order-1)!!; beyond this a request is a
+#: typo that would exhaust memory).
+MAX_ORDER = 2000
 from .errors import DomainError, NoClosedFormError
 
 __all__ = ["gaussian_moments", "gaussian_expectation"]
@@ -82,16 +88,17 @@ def gaussian_moments(expr, order: int, *, mean=0, var=1, x: sp.Symbol = X) -> li
         f is outside the supported class (tanh, sigmoid, erf squared, erf on a half-line...).
     DomainError
         The expectation diverges (a factor exp(alpha x^2) with 2*alpha*var >= 1).
+    TypeError
+        ``order`` is not an integer.
     ValueError
-        Negative order or negative variance.
+        ``order`` outside 0..MAX_ORDER, or a negative variance.
     """
-    if isinstance(order, bool) or not isinstance(order, int) or order < 0:
-        raise ValueError(f"order must be a non-negative integer, got {order!r}")
+    order = check_int(order, "order", low=0, high=MAX_ORDER)
     mean = to_sympy(mean, "mean")
     var = to_sympy(var, "var")
     if var.is_number and (var.is_extended_real is False or var < 0):
         raise ValueError(f"var must be >= 0, got {var}")
-    expr = sp.sympify(expr)
+    expr = as_expression(expr, "expr")
     # work with a positive variance and real means/parameters whatever the caller's symbols say
     # (same names, so the symengine round trip below maps them back by name)
     assume = {s: sp.Symbol(s.name, positive=True) for s in var.free_symbols if not s.is_positive}

@@ -33,7 +33,6 @@ symscale.errors.NoClosedFormError: no exact Hermite coefficients for tanh: ... u
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -42,6 +41,7 @@ import numpy as np
 import sympy as sp
 
 from ._symbolic import to_sympy
+from .validation import check_bool, check_int
 from .activations import Activation, as_activation
 from .errors import NoClosedFormError
 from .formula import CheckReport, CheckRow, Formula, sample_mean
@@ -242,20 +242,13 @@ def hermite_coefficients(
     [0.0, 0.6057...]
     """
     act = as_activation(act)
-    order = _nonneg_int(order, "order")
-    if order > MAX_ORDER:
-        raise ValueError(f"order must be <= {MAX_ORDER}, got {order}")
-    if isinstance(power, bool) or not isinstance(power, numbers.Integral) or power < 1:
-        raise ValueError(f"power must be an integer >= 1, got {power!r}")
-    if power > MAX_POWER:
-        raise ValueError(f"power must be <= {MAX_POWER}, got {power}")
+    order = check_int(order, "order", low=0, high=MAX_ORDER)
+    power = check_int(power, "power", low=1, high=MAX_POWER)
     mean_s, var_s = _check_moments(mean, var)
-    if exact:
-        return _exact(act, order, mean_s, var_s, int(power))
-    dps = _nonneg_int(dps, "dps")
-    if dps < 5:
-        raise ValueError(f"dps must be >= 5, got {dps}")
-    return _numeric(act, order, mean_s, var_s, int(power), dps)
+    if check_bool(exact, "exact"):
+        return _exact(act, order, mean_s, var_s, power)
+    dps = check_int(dps, "dps", low=5, high=10_000)
+    return _numeric(act, order, mean_s, var_s, power, dps)
 
 
 def expansion_coefficients(expr, order: int, *, mean=0, var=1) -> list:
@@ -471,14 +464,6 @@ def _second_moment(act, var, dps):
 
 # ---------------------------------------------------------------------------------------------
 # validation
-
-
-def _nonneg_int(v, name):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {v!r}")
-    if v < 0:
-        raise ValueError(f"{name} must be >= 0, got {v}")
-    return int(v)
 
 
 def _check_moments(mean, var):

@@ -31,6 +31,8 @@ from sympy.printing.latex import LatexPrinter as _SympyLatexPrinter
 from sympy.printing.numpy import SciPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from .expressions import as_expression
+
 __all__ = [
     "LatexPrinter",
     "NumpyPrinter",
@@ -169,10 +171,11 @@ def function_code(expr, args, name: str, language: str = "c") -> str:
     if not name.isidentifier():
         raise ValueError(f"name must be an identifier, got {name!r}")
     args = tuple(args)
-    extra = sorted(str(s) for s in sp.sympify(expr).free_symbols - set(args))
+    expr = as_expression(expr, "expr")
+    extra = sorted(str(s) for s in expr.free_symbols - set(args))
     if extra:
         raise ValueError(f"expression has free symbols {extra} that are not arguments")
-    subexprs, (body,) = sp.cse(sp.sympify(expr), symbols=sp.numbered_symbols("cse"))
+    subexprs, (body,) = sp.cse(expr, symbols=sp.numbered_symbols("cse"))
     if language == "c":
         p = CPrinter()
         lines = ["#include <math.h>", ""]

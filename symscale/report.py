@@ -5,6 +5,10 @@ formulas with their LaTeX, check tables, figures saved as PNG). :func:`reproduce
 script, shows progress and writes ``OUT/index.md``; it fails (exit status 1) when a script raises
 or any sampling check fails, so a report can never silently contain a refuted formula.
 
+:func:`reproduce` never overwrites files it did not write: it accepts a new or empty folder
+(and marks it with a ``.symscale-report`` file) or a folder that carries that marker from an
+earlier run, and refuses any other non-empty folder unless ``force=True``. It deletes nothing.
+
 Examples
 --------
 >>> import tempfile, pathlib, symscale as ss
@@ -21,6 +25,7 @@ Examples
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 import time
@@ -29,7 +34,10 @@ from pathlib import Path
 
 from .formula import CheckReport, Formula
 
-__all__ = ["Report", "Section", "reproduce", "find_derivations", "main"]
+__all__ = ["Report", "Section", "reproduce", "find_derivations", "main", "MARKER"]
+
+#: File that marks a folder as written by :func:`reproduce` (so a re-run may overwrite it).
+MARKER = ".symscale-report"
 
 
 class Section:
@@ -87,7 +95,11 @@ class Section:
 
 
 class Report:
-    """A report folder with ``index.md`` and ``figures/``."""
+    """A report folder with ``index.md`` and ``figures/``.
+
+    ``Report`` itself writes wherever it is told (``write_index`` overwrites ``index.md``); the
+    checks that protect a user's folder are in :func:`reproduce` and :func:`main`.
+    """
 
     def __init__(self, out, title: str = "symscale reproduction report"):
         self.out = Path(out)
@@ -156,15 +168,87 @@ def _load(path: Path):
     return module
 
 
-def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = True) -> Report:
-    """Run every derivation script into ``out`` and write ``out/index.md``."""
+def _check_out(out, *, force: bool = False, name: str = "out",
+               force_hint: str = "force=True") -> Path:
+    """Refuse an output folder that a report must not write into; returns it as a Path.
+
+    Accepted: a path that does not exist, an empty folder, a folder with the :data:`MARKER` of an
+    earlier run, or (with ``force``) any folder. ``name`` and ``force_hint`` word the message for
+    the caller (``--out`` / ``--force`` on the command line).
+    """
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a folder path, got {type(out).__name__}")
+    if not os.fspath(out):
+        # Path("") is the current folder: never write there by accident
+        raise ValueError(f"{name} must be a folder path, got an empty string")
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{name} {path} exists and is not a folder; choose another path")
+    if path.is_dir() and not force and not (path / MARKER).is_file() and any(path.iterdir()):
+        raise FileExistsError(
+            f"{name} {path} is not empty and was not created by symscale reproduce; use "
+            f"{force_hint} to overwrite its index.md and figures, or choose another folder"
+        )
+    return path
+
+
+def _claim_out(path: Path) -> None:
+    """Create the output folder and mark it as a report folder (unless it holds other files)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise type(exc)(f"cannot create the output folder {path}: {exc.strerror or exc}") from None
+    marker = path / MARKER
+    # a folder taken with force=True stays unmarked, so the next run needs force again
+    if not marker.exists() and not any(path.iterdir()):
+        marker.write_text("This folder was written by `symscale reproduce`; a re-run overwrites "
+                          "index.md and figures/ here.\n", encoding="utf-8")
+
+
+def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = True,
+              force: bool = False) -> Report:
+    """Run every derivation script into ``out`` and write ``out/index.md``.
+
+    Parameters
+    ----------
+    out : str or path-like
+        Output folder: a new path, an empty folder, or a folder written by an earlier run (it
+        carries the :data:`MARKER` file ``.symscale-report``); other folders need ``force``.
+    quick : bool
+        Passed to each script's ``run(section, quick)``: fewer samples (CI).
+    derivations : str, path-like or list of paths, optional
+        Folder of ``NN_name.py`` scripts (default: the repository's), or a list of scripts.
+    progress : bool
+        Show a progress bar on stderr.
+    force : bool
+        Write into a non-empty folder that was not written by ``reproduce``. Only ``index.md``
+        and the figures the scripts save are overwritten; nothing is deleted.
+
+    Returns
+    -------
+    Report
+        ``report.failed`` is True when a script raised or a sampling check failed.
+
+    Raises
+    ------
+    FileExistsError
+        ``out`` is a non-empty folder without the marker and ``force`` is False.
+    NotADirectoryError
+        ``out`` exists and is not a folder.
+    FileNotFoundError
+        No derivations folder, or no scripts in it.
+    """
+    if not isinstance(force, bool):
+        raise TypeError(f"force must be True or False, got {force!r}")
+    scripts = find_derivations(derivations)
+    folder = _check_out(out, force=force)
     import matplotlib
 
     matplotlib.use("Agg")
     from tqdm import tqdm
 
-    scripts = find_derivations(derivations)
-    report = Report(out)
+    _claim_out(folder)
+    report = Report(folder)
     bar = tqdm(scripts, desc="reproduce", unit="script", disable=not progress, file=sys.stderr)
     for path in bar:
         bar.set_postfix_str(path.name)
@@ -191,8 +275,16 @@ def main(run, file: str) -> None:
     parser = argparse.ArgumentParser(description=f"run {Path(file).name}")
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty folder not written by symscale")
     args = parser.parse_args()
-    report = Report(args.out)
+    try:
+        out = _check_out(args.out, force=args.force, name="--out", force_hint="--force")
+        _claim_out(out)
+    except (OSError, ValueError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    report = Report(out)
     run(report.section(Path(file).stem), args.quick)
     print(report.write_index())
     sys.exit(1 if report.failed else 0)

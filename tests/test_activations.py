@@ -205,7 +205,8 @@ def test_register_with_parameters_and_detection(user_names):
 
 
 @pytest.mark.parametrize("expr, defaults, match", [
-    ("x + y", {}, r"free symbols \['y'\]"),
+    ("x + y", {}, r"unknown name 'y' \(variables: x;"),
+    (sp.Symbol("x") + sp.Symbol("y"), {}, r"free symbols \['y'\]"),
     ("3", {}, "does not depend on x"),
     ("x +", {}, "not a valid"),
 ])

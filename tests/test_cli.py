@@ -313,10 +313,40 @@ BAD_ARGUMENTS = {
     "infinite mean": (["derive", "hermite", "relu", "--order", "2", "--mean", "inf"], "mean"),
     "invalid mean": (["derive", "hermite", "relu", "--order", "2", "--mean", "1+"], "mean"),
     "bad param value": (["derive", "kernel", "shaped", "--param", "s=-1"], "s must be > 0"),
-    "too few samples": (["check", "kernel", "relu", "--samples", "1"], "n_samples"),
-    "zero n-sigma": (["check", "kernel", "relu", "--n-sigma", "0"], "n_sigma"),
+    "too few samples": (["check", "kernel", "relu", "--samples", "1"], "--samples"),
+    "too many samples": (["check", "kernel", "relu", "--samples", "1000000001"], "--samples"),
+    "zero n-sigma": (["check", "kernel", "relu", "--n-sigma", "0"], "--n-sigma"),
+    "negative n-sigma": (["check", "kernel", "relu", "--n-sigma", "-1"], "--n-sigma"),
+    "infinite n-sigma": (["check", "kernel", "relu", "--n-sigma", "inf"], "--n-sigma"),
+    "minus infinite n-sigma": (["check", "kernel", "relu", "--n-sigma=-inf"], "--n-sigma"),
+    "nan n-sigma": (["check", "kernel", "tanh", "--n-sigma", "nan"], "--n-sigma"),
+    "text n-sigma": (["check", "kernel", "relu", "--n-sigma", "five"], "--n-sigma"),
     "zero points": (["check", "kernel", "relu", "--points", "0"], "--points"),
+    "too many points": (["check", "kernel", "relu", "--points", "1001"], "--points"),
     "negative seed": (["check", "kernel", "relu", "--seed", "-1"], "--seed"),
+    "float seed": (["check", "kernel", "relu", "--seed", "1.5"], "--seed"),
+    "huge order": (["derive", "hermite", "relu", "--order", "1000000000"], "--order"),
+    "order above bound": (["derive", "hermite", "relu", "--order", "201"], "--order"),
+    "float order": (["derive", "hermite", "relu", "--order", "2.5"], "--order"),
+    "huge power": (["derive", "hermite", "relu", "--order", "1", "--power", "21"], "--power"),
+    "param without value": (["derive", "kernel", "leaky_relu", "--param", "alpha="], "--param"),
+    "param without name": (["derive", "kernel", "leaky_relu", "--param", "=0.2"], "--param"),
+    "unknown param name": (["derive", "kernel", "relu", "--param", "alpha=0.1"], "--param"),
+    "param twice": (["derive", "kernel", "leaky_relu", "--param", "alpha=0.1", "--param",
+                     "alpha=0.2"], "--param alpha"),
+    "param tuple for scalar": (["derive", "kernel", "leaky_relu", "--param", "alpha=1,2"],
+                               "--param"),
+    "nan param": (["derive", "kernel", "leaky_relu", "--param", "alpha=nan"], "--param"),
+    "symbolic param in check": (["check", "kernel", "leaky_relu", "--param", "alpha=a"],
+                                "--param"),
+    "unknown param in check": (["check", "kernel", "relu", "--param", "beta=1"], "--param"),
+    "two means": (["derive", "hermite", "relu", "--order", "1", "--mean", "1,2"], "--mean"),
+    "nan mean": (["derive", "hermite", "relu", "--order", "1", "--mean", "nan"], "--mean"),
+    "negative var number": (["derive", "hermite", "relu", "--order", "1", "--var", "-0.5"],
+                            "--var"),
+    "infinite var": (["derive", "hermite", "relu", "--order", "1", "--var", "1e400"], "--var"),
+    "numeric with symbolic mean": (["derive", "hermite", "tanh", "--order", "1", "--numeric",
+                                    "--mean", "m"], "--mean"),
     "missing out": (["reproduce"], "--out"),
 }
 
@@ -325,6 +355,61 @@ BAD_ARGUMENTS = {
 def test_bad_arguments_one_line_exit_2(capsys, argv, needle):
     line = assert_usage_error(*run_cli(capsys, *argv))
     assert needle in line
+
+
+@pytest.mark.parametrize("option, low, high", [("--order", 0, 200), ("--power", 1, 20),
+                                                ("--samples", 2, 10**9), ("--points", 1, 1000)])
+def test_integer_option_bounds(capsys, option, low, high):
+    # the documented limits: both ends accepted, one step outside refused with the option named
+    from symscale.cli import build_parser
+
+    base = (["derive", "hermite", "relu", "--order", "1"] if option in ("--order", "--power")
+            else ["check", "kernel", "relu"])
+    dest = option.lstrip("-")
+    for value in (low, high):
+        args = build_parser().parse_args([*base, option, str(value)])
+        assert getattr(args, dest) == value
+    for value in (low - 1, high + 1):
+        line = assert_usage_error(*run_cli(capsys, *base, option, str(value)))
+        assert option in line and str(value) in line
+
+
+def test_large_seed_is_accepted(capsys):
+    # any integer >= 0 seeds numpy's generator; the run is reproducible
+    argv = ("check", "kernel", "relu", "--samples", "2000", "--points", "1", "--seed", str(2**70))
+    first = run_cli(capsys, *argv)
+    assert first[0] == 0 and first[2] == ""
+    assert run_cli(capsys, *argv) == first
+
+
+def test_infinite_n_sigma_does_not_run_the_check(capsys, monkeypatch):
+    # a check with |z| <= inf cannot fail: it must be refused before any sampling
+    import symscale.kernels as kernels
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the check ran")
+
+    monkeypatch.setattr(kernels, "check_dual_kernel", boom)
+    for value in ("inf", "Infinity", "nan", "1e999"):
+        line = assert_usage_error(*run_cli(capsys, "check", "kernel", "relu", "--n-sigma", value))
+        assert "--n-sigma" in line
+
+
+def test_small_finite_n_sigma_is_accepted(capsys):
+    code, out, err = run_cli(capsys, "check", "kernel", "relu", "--samples", "2000", "--points",
+                             "1", "--n-sigma", "1e-9")
+    assert code == 1 and err == "" and "(|z| <= 1e-09)" in out
+
+
+def test_multiline_error_message_is_one_line(capsys, monkeypatch):
+    import symscale.cli as cli
+
+    def raise_multiline(args, out):
+        raise ValueError("first line\nsecond line")
+
+    monkeypatch.setattr(cli, "_cmd_list", raise_multiline)
+    line = assert_usage_error(*run_cli(capsys, "list", "activations"))
+    assert line == "symscale: error: first line second line"
 
 
 def test_unknown_activation_lists_available_names(capsys):
@@ -454,3 +539,131 @@ def test_reproduce_with_good_script_passes(capsys, tmp_path):
     assert "00_demo.py" in text
     assert "quick=False" in text
     assert "notes.py" not in text
+
+
+# -- reproduce: the output folder --------------------------------------------------------------
+
+FIGURE_SCRIPT = '''
+import matplotlib.pyplot as plt
+
+TITLE = "Figure section"
+
+
+def run(section, quick):
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.plot([0, 1], [0, 1])
+    section.figure(fig, "line")
+    section.text("report text")
+'''
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def figure_scripts(tmp_path):
+    scripts = tmp_path / "derivations"
+    scripts.mkdir()
+    (scripts / "00_figure.py").write_text(FIGURE_SCRIPT)
+    return scripts
+
+
+def reproduce_cli(capsys, out_dir, scripts, *extra):
+    return run_cli(capsys, "reproduce", "--out", str(out_dir), "--derivations", str(scripts),
+                   "--no-progress", *extra)
+
+
+def user_folder(path):
+    """A folder of the user's: their own index.md, a figure with the report's name, notes."""
+    (path / "figures").mkdir(parents=True)
+    (path / "index.md").write_text("my notes")
+    (path / "figures" / "line.png").write_bytes(b"my figure")
+    (path / "figures" / "mine.png").write_bytes(b"another figure")
+    (path / "todo.txt").write_text("keep me")
+    return path
+
+
+def test_reproduce_refuses_a_users_folder(capsys, tmp_path, figure_scripts):
+    out_dir = user_folder(tmp_path / "paper")
+    line = assert_usage_error(*reproduce_cli(capsys, out_dir, figure_scripts))
+    assert str(out_dir) in line and "--force" in line and "another folder" in line
+    assert (out_dir / "index.md").read_text() == "my notes"
+    assert (out_dir / "figures" / "line.png").read_bytes() == b"my figure"
+    assert sorted(p.name for p in out_dir.rglob("*")) == [
+        "figures", "index.md", "line.png", "mine.png", "todo.txt"]
+
+
+def test_reproduce_refuses_a_folder_with_only_a_hidden_file(capsys, tmp_path, figure_scripts):
+    out_dir = tmp_path / "repo"
+    out_dir.mkdir()
+    (out_dir / ".git").write_text("not ours")
+    assert_usage_error(*reproduce_cli(capsys, out_dir, figure_scripts))
+    assert [p.name for p in out_dir.iterdir()] == [".git"]
+
+
+def test_reproduce_force_overwrites_only_what_it_writes(capsys, tmp_path, figure_scripts):
+    out_dir = user_folder(tmp_path / "paper")
+    code, out, err = reproduce_cli(capsys, out_dir, figure_scripts, "--force")
+    assert code == 0, err
+    assert "report text" in (out_dir / "index.md").read_text(encoding="utf-8")
+    assert (out_dir / "figures" / "line.png").read_bytes()[:8] == PNG_MAGIC
+    # the user's other files are untouched, and the folder is not adopted as a report folder
+    assert (out_dir / "figures" / "mine.png").read_bytes() == b"another figure"
+    assert (out_dir / "todo.txt").read_text() == "keep me"
+    assert not (out_dir / ".symscale-report").exists()
+    assert_usage_error(*reproduce_cli(capsys, out_dir, figure_scripts))
+
+
+def test_reproduce_reruns_into_its_own_folder(capsys, tmp_path, figure_scripts):
+    out_dir = tmp_path / "report"
+    code, _, err = reproduce_cli(capsys, out_dir, figure_scripts, "--quick")
+    assert code == 0, err
+    assert (out_dir / ".symscale-report").is_file()
+    (out_dir / "index.md").write_text("stale")
+    (out_dir / "notes.md").write_text("a note")
+    code, out, err = reproduce_cli(capsys, out_dir, figure_scripts, "--quick")
+    assert code == 0, err
+    assert "(ok)" in out
+    assert "report text" in (out_dir / "index.md").read_text(encoding="utf-8")
+    assert (out_dir / "notes.md").read_text() == "a note"  # nothing is deleted
+
+
+def test_reproduce_accepts_an_empty_folder(capsys, tmp_path, figure_scripts):
+    out_dir = tmp_path / "empty"
+    out_dir.mkdir()
+    code, _, err = reproduce_cli(capsys, out_dir, figure_scripts)
+    assert code == 0, err
+    assert (out_dir / "index.md").is_file() and (out_dir / ".symscale-report").is_file()
+
+
+def test_reproduce_out_is_an_existing_file(capsys, tmp_path, figure_scripts):
+    target = tmp_path / "a_file"
+    target.write_text("not a folder")
+    for extra in ((), ("--force",)):
+        line = assert_usage_error(*reproduce_cli(capsys, target, figure_scripts, *extra))
+        assert str(target) in line and "not a folder" in line
+    assert target.read_text() == "not a folder"
+
+
+def test_reproduce_empty_out_is_refused(capsys, tmp_path, monkeypatch, figure_scripts):
+    # Path("") is the current folder: an empty --out must not write there
+    monkeypatch.chdir(tmp_path)
+    line = assert_usage_error(*reproduce_cli(capsys, "", figure_scripts))
+    assert "--out" in line
+    assert not (tmp_path / "index.md").exists() and not (tmp_path / "figures").exists()
+
+
+def test_reproduce_missing_derivations_creates_no_folder(capsys, tmp_path):
+    out_dir = tmp_path / "report"
+    assert_usage_error(*reproduce_cli(capsys, out_dir, tmp_path / "nowhere"))
+    assert not out_dir.exists()
+
+
+def test_commas_inside_parentheses_do_not_split_a_value(capsys):
+    code, out, err = run_cli(capsys, "derive", "hermite", "polynomial", "--order", "1",
+                             "--param", "coefficients=0,Max(1, 2)")
+    assert code == 0, err
+    assert parse_coefficients(out) == {0: 0, 1: 2}
+    code, out, err = run_cli(capsys, "derive", "hermite", "relu", "--order", "0",
+                             "--var", "Max(1/4, 1/9)")
+    assert code == 0, err
+    assert sp.simplify(parse_coefficients(out)[0] - 1 / (2 * sp.sqrt(2 * sp.pi))) == 0

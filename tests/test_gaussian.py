@@ -1,6 +1,7 @@
 """Exact Gaussian expectations E[Z^j f(mu + sigma Z)] against mpmath quadrature."""
 
 import mpmath
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -95,15 +96,21 @@ def test_divergent_expectation_raises_domain_error():
                        - sp.sqrt(2)) == 0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"order": -1}, "order must be a non-negative integer"),
-    ({"order": 1.5}, "order must be a non-negative integer"),
-    ({"order": 2, "var": -1}, "var must be >= 0"),
-    ({"order": 2, "mean": float("nan")}, "mean must be finite"),
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"order": -1}, ValueError, "order must be >= 0, got -1"),
+    ({"order": 10**6}, ValueError, "order must be <= 2000"),
+    ({"order": 1.5}, TypeError, "order must be an integer, got float 1.5"),
+    ({"order": True}, TypeError, "order must be an integer, got bool"),
+    ({"order": 2, "var": -1}, ValueError, "var must be >= 0"),
+    ({"order": 2, "mean": float("nan")}, ValueError, "mean must be finite"),
 ])
-def test_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
         gaussian_moments(sp.Max(x, 0), **kwargs)
+
+
+def test_numpy_integer_order_is_accepted():
+    assert gaussian_moments(x**2, np.int64(2)) == [1, 0, 3]
 
 
 def test_plain_symbols_are_treated_as_real_mean_and_positive_variance():

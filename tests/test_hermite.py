@@ -192,7 +192,11 @@ def test_mehler_unequal_variances_and_numeric():
 @pytest.mark.parametrize("kwargs, exc, match", [
     ({"order": -1}, ValueError, "order must be >= 0"),
     ({"order": 2.0}, TypeError, "order must be an integer"),
-    ({"order": 2, "power": 0}, ValueError, "power must be an integer >= 1"),
+    ({"order": 2, "power": 0}, ValueError, "power must be >= 1, got 0"),
+    ({"order": 2, "power": 2.5}, TypeError, "power must be an integer, got float 2.5"),
+    ({"order": 10**6}, ValueError, "order must be <= 2000"),
+    ({"order": True}, TypeError, "order must be an integer, got bool"),
+    ({"order": 2, "exact": "no"}, TypeError, "exact must be True or False"),
     ({"order": 2, "var": -1}, ValueError, "var must be >= 0"),
     ({"order": 2, "mean": float("nan")}, ValueError, "mean must be finite"),
     ({"order": 2, "var": float("inf")}, ValueError, "var must be finite"),

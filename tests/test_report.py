@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest  # noqa: E402
 
 import symscale as ss  # noqa: E402
 from symscale.formula import CheckReport  # noqa: E402
-from symscale.report import Report, find_derivations, main, reproduce  # noqa: E402
+from symscale.report import MARKER, Report, find_derivations, main, reproduce  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -364,6 +365,83 @@ def run(section, quick):
     assert not rep.failed
 
 
+# -- reproduce: the output folder ---------------------------------------------------------------
+
+TEXT_SCRIPT = "def run(section, quick):\n    section.text('from the script')\n"
+
+
+@pytest.fixture
+def text_scripts(tmp_path):
+    return write(tmp_path / "scripts", "00_text.py", TEXT_SCRIPT).parent
+
+
+def test_reproduce_refuses_a_non_empty_folder(tmp_path, text_scripts):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "index.md").write_text("my index")
+    with pytest.raises(FileExistsError, match=re.escape(str(out)) + ".*force=True"):
+        reproduce(out, derivations=text_scripts, progress=False)
+    assert (out / "index.md").read_text() == "my index"
+    assert [p.name for p in out.iterdir()] == ["index.md"]
+
+
+def test_reproduce_force_writes_into_a_non_empty_folder(tmp_path, text_scripts):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "index.md").write_text("my index")
+    (out / "data.csv").write_text("1,2")
+    rep = reproduce(out, derivations=text_scripts, progress=False, force=True)
+    assert not rep.failed
+    assert "from the script" in (out / "index.md").read_text(encoding="utf-8")
+    assert (out / "data.csv").read_text() == "1,2"
+    assert not (out / MARKER).exists()  # not adopted: the next run needs force again
+    with pytest.raises(FileExistsError):
+        reproduce(out, derivations=text_scripts, progress=False)
+
+
+def test_reproduce_marks_and_reuses_its_own_folder(tmp_path, text_scripts):
+    out = tmp_path / "new" / "report"
+    reproduce(out, derivations=text_scripts, progress=False)
+    assert (out / MARKER).is_file()
+    (out / "index.md").write_text("old")
+    rep = reproduce(str(out), derivations=text_scripts, progress=False)
+    assert not rep.failed
+    assert "from the script" in (out / "index.md").read_text(encoding="utf-8")
+
+
+def test_reproduce_accepts_an_empty_folder(tmp_path, text_scripts):
+    out = tmp_path / "empty"
+    out.mkdir()
+    reproduce(out, derivations=text_scripts, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "index.md"]
+
+
+def test_reproduce_out_is_a_file(tmp_path, text_scripts):
+    target = tmp_path / "file.md"
+    target.write_text("keep")
+    for force in (False, True):
+        with pytest.raises(NotADirectoryError, match=re.escape(str(target)) + ".*not a folder"):
+            reproduce(target, derivations=text_scripts, progress=False, force=force)
+    assert target.read_text() == "keep"
+
+
+def test_reproduce_bad_out_and_force_arguments(tmp_path, text_scripts, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="out must be a folder path"):
+        reproduce("", derivations=text_scripts, progress=False)
+    with pytest.raises(TypeError, match="out must be a folder path"):
+        reproduce(3, derivations=text_scripts, progress=False)
+    with pytest.raises(TypeError, match="force"):
+        reproduce(tmp_path / "o", derivations=text_scripts, progress=False, force="yes")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]
+
+
+def test_reproduce_missing_derivations_creates_nothing(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        reproduce(tmp_path / "out", derivations=tmp_path / "missing", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
 # -- running one script on its own --------------------------------------------------------------
 
 
@@ -390,6 +468,29 @@ def test_main_exit_status_one_on_failed_check(tmp_path, monkeypatch, capsys, fai
     with pytest.raises(SystemExit) as exc:
         main(run, "00_single.py")
     assert exc.value.code == 1
+    capsys.readouterr()
+
+
+def test_main_refuses_a_non_empty_folder(tmp_path, monkeypatch, capsys):
+    def run(section, quick):
+        section.text("written")
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "index.md").write_text("my index")
+    monkeypatch.setattr(sys, "argv", ["00_single.py", "--out", str(out)])
+    with pytest.raises(SystemExit) as exc:
+        main(run, "00_single.py")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(out) in err[0] and "--force" in err[0]
+    assert (out / "index.md").read_text() == "my index"
+
+    monkeypatch.setattr(sys, "argv", ["00_single.py", "--out", str(out), "--force"])
+    with pytest.raises(SystemExit) as exc:
+        main(run, "00_single.py")
+    assert exc.value.code == 0
+    assert "written" in (out / "index.md").read_text(encoding="utf-8")
     capsys.readouterr()
 
 
