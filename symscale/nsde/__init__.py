@@ -10,13 +10,14 @@ from .linear import (LinearEvidence, LinearModel, deep_linear_evidence, deep_lin
 from .sde import (CorrelationSDE, ExplosionCriterion, correlation_sde, diffusion, drift,
                   explosion_criterion, nu)
 from .shaping import Shaped, shaped, shaped_relu, taylor_at_zero
-from .simulate import (Paths, check_psd, finite_width_chain, finite_width_network, psd_sqrt,
-                       simulate_correlation_sde, simulate_sde)
+from .simulate import (PathMean, Paths, PathStatisticWarning, check_psd, finite_width_chain,
+                       finite_width_network, psd_sqrt, simulate_correlation_sde, simulate_sde)
 
 __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "drift", "nu", "diffusion",
            "correlation_sde", "explosion_criterion", "CorrelationSDE", "ExplosionCriterion",
-           "Paths", "check_psd", "psd_sqrt", "finite_width_chain", "finite_width_network",
-           "simulate_sde", "simulate_correlation_sde", "gram_symbols", "generator",
+           "Paths", "PathMean", "PathStatisticWarning", "check_psd", "psd_sqrt",
+           "finite_width_chain", "finite_width_network", "simulate_sde", "simulate_correlation_sde",
+           "gram_symbols", "generator",
            "generator_numeric", "carre_du_champ", "log_gaussian_likelihood", "partition_function",
            "evidence_first_order", "EvidenceRate", "predictive_first_order", "PredictiveRate",
            "depth_benefit", "DepthBenefit", "check_first_order", "drift_matrix",

@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from itertools import combinations_with_replacement
 
@@ -38,7 +39,9 @@ import sympy as sp
 
 from ..activations import activation
 from ..formula import CheckReport, CheckRow, Formula, Variable, sample_mean
+from ..errors import DomainError
 from ..kernels.numeric import dual_kernel_numeric
+from ._checks import check_choice, check_int, check_real, check_seed, real_array
 from .sde import Vaa, Vab, Vbb, c_minus, c_plus, drift
 from .shaping import Shaped
 from .simulate import check_psd, finite_width_chain, psd_sqrt, simulate_sde
@@ -55,6 +58,8 @@ __all__ = ["gram_symbols", "generator", "generator_numeric", "carre_du_champ",
 
 def gram_symbols(P: int) -> sp.Matrix:
     """Symmetric P x P matrix of symbols V_ab (V_aa positive)."""
+    P = check_int(P, "P", 1)
+
     def sym(a, b):
         a, b = min(a, b), max(a, b)
         return sp.Symbol(f"V_{a + 1}{b + 1}", positive=(a == b), real=True)
@@ -86,7 +91,11 @@ def generator(F, act, P: int, **drift_params) -> sp.Expr:
     >>> sp.factor(generator(V[0, 0] ** 2, "tanh", 1))   # 2V b + (1/2) 2 Sigma, b = -2V^2/a^2
     2*V_11**2*(-2*V_11 + a**2)/a**2
     """
+    if not isinstance(F, sp.Expr):  # never sympify: a string is not an expression here
+        raise TypeError(f"F must be a sympy expression in the symbols of gram_symbols(P), got "
+                        f"{type(F).__name__}")
     V = gram_symbols(P)
+    P = V.shape[0]
     b = _drift_formula(act, drift_params)
     pairs = _pairs(P)
     coords = [V[a, c] for a, c in pairs]
@@ -103,6 +112,8 @@ def generator(F, act, P: int, **drift_params) -> sp.Expr:
 
 def _drift_formula(act, params):
     if isinstance(act, Formula):
+        if params:
+            raise ValueError(f"{sorted(params)} cannot be combined with a drift Formula")
         return act
     return drift(act, **params)
 
@@ -113,13 +124,17 @@ def _drift_formula(act, params):
 
 def drift_matrix(V, act, **drift_params) -> np.ndarray:
     """b(V) as a P x P matrix (numeric parameters required)."""
+    V = check_psd(V, "V")
     f = _drift_formula(act, drift_params)
     extra = [v.name for v in f.variables if v.symbol not in (Vaa, Vab, Vbb)]
     if extra:
         raise ValueError(f"the drift has symbolic parameters {extra}; give their values")
     d = np.diag(V)
     with np.errstate(all="ignore"):
-        return np.broadcast_to(f.numeric("numpy")(d[:, None], V, d[None, :]), V.shape).copy()
+        out = np.broadcast_to(f.numeric("numpy")(d[:, None], V, d[None, :]), V.shape).copy()
+    if not np.all(np.isfinite(out)):
+        raise FloatingPointError(f"the drift {f.name} is not finite at V = {V.tolist()}")
+    return out
 
 
 def _sigma_sym(V, pairs):
@@ -167,30 +182,76 @@ def generator_numeric(g, V, b, *, h: float | None = None) -> float:
     Accuracy about 1e-7 relative (step h ~ 1e-4 of the scale of V); for checks and for
     functions without closed-form derivatives.
     """
-    V = check_psd(V)
+    V = check_psd(V, "V")
+    g = _callable(g, "g")
+    b = real_array(b, "b")
+    if b.shape != V.shape:
+        raise ValueError(f"b must be a {V.shape} matrix like V, got shape {b.shape}")
     pairs = _pairs(V.shape[0])
-    h = h or 1e-4 * max(np.abs(V).max(), 1e-12)
+    h = _step(h, V)
     grad, hess = _grad_hess(g, V, pairs, h)
     bvec = np.array([b[a, c] for a, c in pairs])
-    return float(grad @ bvec + 0.5 * np.sum(hess * _sigma_sym(V, pairs)))
+    return _finite_result(grad @ bvec + 0.5 * np.sum(hess * _sigma_sym(V, pairs)), "g", V)
 
 
 def carre_du_champ(f, g, V, *, h: float | None = None) -> float:
     """Gamma(f, g)(V) = sum grad f Sigma grad g (central differences)."""
-    V = check_psd(V)
+    V = check_psd(V, "V")
+    f, g = _callable(f, "f"), _callable(g, "g")
     pairs = _pairs(V.shape[0])
-    h = h or 1e-4 * max(np.abs(V).max(), 1e-12)
+    h = _step(h, V)
     gf = _grad_hess(f, V, pairs, h)[0]
     gg = _grad_hess(g, V, pairs, h)[0]
-    return float(gf @ _sigma_sym(V, pairs) @ gg)
+    return _finite_result(gf @ _sigma_sym(V, pairs) @ gg, "f or g", V)
+
+
+def _callable(f, name):
+    if not callable(f):
+        raise TypeError(f"{name} must be a function of a symmetric matrix, got {f!r}")
+    return f
+
+
+def _step(h, V):
+    if h is None:
+        return 1e-4 * max(np.abs(V).max(), 1e-12)
+    return check_real(h, "h", low=0.0, low_open=True)
+
+
+def _finite_result(x, name, V):
+    x = float(x)
+    if not math.isfinite(x):
+        raise FloatingPointError(f"the central differences of {name} are not finite at "
+                                 f"V = {V.tolist()} ({name} returned NaN/inf nearby)")
+    return x
 
 
 def log_gaussian_likelihood(V, Y, beta) -> float:
-    """log N(Y; 0, V + I/beta) (beta = inf: no noise)."""
+    """log N(Y; 0, V + I/beta) (beta = inf: no noise).
+
+    Raises
+    ------
+    DomainError
+        beta = inf and V singular: the Gaussian has no density.
+    """
+    V = check_psd(V, "V")
+    Y = real_array(Y, "Y")
+    if Y.shape != (V.shape[0],):
+        raise ValueError(f"Y must be a vector of length P = {V.shape[0]}, got shape {Y.shape}")
+    beta = _beta(beta)
+    out = _log_lik(V, Y, beta)
+    if out == -math.inf:
+        raise DomainError(f"V + I/beta is singular (beta={beta!r}, V eigenvalues "
+                          f"{np.linalg.eigvalsh(V).tolist()}): the Gaussian has no density")
+    return out
+
+
+def _log_lik(V, Y, beta) -> float:
+    """log N(Y; 0, V + I/beta), -inf where the covariance is singular (a degenerate kernel,
+    whose likelihood the Monte Carlo averages count as 0)."""
     C = V + (0.0 if np.isinf(beta) else 1.0 / beta) * np.eye(len(Y))
     sign, logdet = np.linalg.slogdet(C)
     if sign <= 0:
-        return -np.inf
+        return -math.inf
     return float(-0.5 * (Y @ np.linalg.solve(C, Y) + logdet + len(Y) * math.log(2 * math.pi)))
 
 
@@ -199,19 +260,25 @@ def log_gaussian_likelihood(V, Y, beta) -> float:
 
 
 def _data(X, Y, name_x="X", name_y="Y"):
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(Y, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 1:
+    X = real_array(X, name_x, finite=False)
+    Y = real_array(Y, name_y, finite=False)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"{name_x} must be a P x d array, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name_x} must be finite (it contains NaN or inf)")
     if Y.shape != (X.shape[0],) or not np.all(np.isfinite(Y)):
         raise ValueError(f"{name_y} must be a finite vector of length P = {X.shape[0]}, got "
                          f"shape {Y.shape}")
+    if not np.all(np.isfinite(_gram(X))):
+        raise OverflowError(f"{name_x} X^T / d overflows float64 (max |{name_x}| = "
+                            f"{np.abs(X).max():g}); rescale {name_x}")
     return X, Y
 
 
 def _beta(beta):
+    if isinstance(beta, (bool, np.bool_)) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"beta must be a real number > 0 (inf for zero temperature), got "
+                        f"{beta!r}")
     beta = float(beta)
     if math.isnan(beta) or beta <= 0:
         raise ValueError(f"beta must be > 0 (inf for zero temperature), got {beta!r}")
@@ -219,7 +286,22 @@ def _beta(beta):
 
 
 def _gram(X):
-    return X @ X.T / X.shape[1]
+    with np.errstate(over="ignore"):
+        return X @ X.T / X.shape[1]
+
+
+def _check_interpolation(V0, beta):
+    if np.isinf(beta) and np.linalg.matrix_rank(V0) < V0.shape[0]:
+        raise ValueError(f"V0 = X X^T / d is singular (P = {V0.shape[0]} > rank); interpolation "
+                         "(beta = inf) needs linearly independent inputs")
+
+
+def _test_input(x0, X):
+    x0 = real_array(x0, "x0", finite=False)
+    if x0.shape != (X.shape[1],) or not np.all(np.isfinite(x0)):
+        raise ValueError(f"x0 must be a finite vector of length d = {X.shape[1]}, got shape "
+                         f"{x0.shape}")
+    return x0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,9 +361,7 @@ def evidence_first_order(X, Y, act, beta=np.inf, **drift_params) -> EvidenceRate
     X, Y = _data(X, Y)
     beta = _beta(beta)
     V0 = _gram(X)
-    if np.isinf(beta) and np.linalg.matrix_rank(V0) < len(Y):
-        raise ValueError(f"V0 = X X^T / d is singular (P = {len(Y)} > rank); interpolation "
-                         "(beta = inf) needs linearly independent inputs")
+    _check_interpolation(V0, beta)
     b = drift_matrix(V0, act, **drift_params)
     linear, nonlinear = _evidence_terms(V0, Y, beta, b)
     rate_t = linear + nonlinear
@@ -296,30 +376,47 @@ def partition_function(X, Y, act, beta, tau: float, *, n_samples: int = 2000, se
     ``method="chain"``: the exact finite-width chain with L = round(tau n / P) layers (``act``
     must be a Shaped activation, which fixes n); ``"sde"``: the matrix SDE at t = tau / P.
 
+    Paths that explode, and kernels with a singular V + I/beta, count with likelihood 0.
+
     Returns
     -------
     (mean, standard error) : tuple of float
+
+    Raises
+    ------
+    OverflowError
+        The mean likelihood exceeds float64 (a tiny kernel at beta = inf).
     """
     X, Y = _data(X, Y)
     beta = _beta(beta)
-    tau = float(tau)
-    if not math.isfinite(tau) or tau < 0:
-        raise ValueError(f"tau must be >= 0, got {tau!r}")
+    tau = check_real(tau, "tau", low=0.0)
+    n_samples = check_int(n_samples, "n_samples", 2)
+    seed = check_seed(seed)
+    method = check_choice(method, "method", ("chain", "sde"))
+    dt = check_real(dt, "dt", low=0.0, low_open=True)
     V0 = _gram(X)
     P = len(Y)
     if method == "chain":
         if not isinstance(act, Shaped):
             raise ValueError("method='chain' needs a Shaped activation (it fixes the width n)")
+        if drift_params:
+            raise ValueError(f"{sorted(drift_params)} do not apply to method='chain' (the Shaped "
+                             "activation fixes the network)")
         depth = int(round(tau * act.n / P))
         paths = finite_width_chain(V0, act, depth=depth, n_chains=n_samples, seed=seed)
-    elif method == "sde":
+    else:
         paths = simulate_sde(V0, act, t=tau / P, dt=dt, n_paths=n_samples, seed=seed,
                              **drift_params)
-    else:
-        raise ValueError(f"method must be 'chain' or 'sde', got {method!r}")
-    vals = np.array([math.exp(log_gaussian_likelihood(V, Y, beta)) for V in paths.values])
-    vals[~paths.valid] = 0.0  # an exploded kernel has vanishing likelihood
-    return float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(len(vals)))
+    logs = np.array([_log_lik(V, Y, beta) for V in paths.values])
+    logs[~paths.valid] = -np.inf  # an exploded kernel has vanishing likelihood
+    top = logs.max()
+    if top == -np.inf:
+        return 0.0, 0.0
+    scaled = np.exp(logs - top)  # in [0, 1]: mean and spread without overflow
+    mean = math.exp(top) * scaled.mean() if top < 700 else math.inf
+    if not math.isfinite(mean):
+        raise OverflowError(f"the mean likelihood exp({top:.4g} + ...) overflows float64")
+    return float(mean), float(math.exp(top) * scaled.std(ddof=1) / math.sqrt(len(logs)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,13 +443,12 @@ class PredictiveRate:
 def predictive_first_order(X, Y, x0, act, beta=np.inf, **drift_params) -> PredictiveRate:
     """First-order (in tau) posterior predictive mean and variance at a test input x0."""
     X, Y = _data(X, Y)
-    x0 = np.asarray(x0, dtype=float)
-    if x0.shape != (X.shape[1],) or not np.all(np.isfinite(x0)):
-        raise ValueError(f"x0 must be a finite vector of length d = {X.shape[1]}")
+    x0 = _test_input(x0, X)
     beta = _beta(beta)
     Xa = np.vstack([X, x0])
     Vbar = _gram(Xa)
     P = len(Y)
+    _check_interpolation(Vbar[:P, :P], beta)
     noise = 0.0 if np.isinf(beta) else 1.0 / beta
 
     def parts(V):
@@ -371,7 +467,7 @@ def predictive_first_order(X, Y, x0, act, beta=np.inf, **drift_params) -> Predic
         return m * m + v
 
     def logF(V):
-        return log_gaussian_likelihood(V[:P, :P], Y, beta)
+        return _log_lik(V[:P, :P], Y, beta)
 
     b = drift_matrix(Vbar, act, **drift_params)
     m0, v0 = parts(Vbar)
@@ -404,7 +500,10 @@ class DepthBenefit:
     threshold: Formula | None
 
     def holds(self, **values) -> bool:
-        return bool(float(self.rate(**values)) > 0)
+        rate = float(self.rate(**values))
+        if not math.isfinite(rate):
+            raise FloatingPointError(f"the rate is {rate} at {values}: undefined there")
+        return rate > 0
 
 
 _P, _v, _y2, _ybar, _s2 = sp.symbols("P v y2 ybar s2", positive=True)
@@ -470,7 +569,12 @@ def check_first_order(X, Y, act: Shaped, beta=np.inf, *, x0=None, n_samples: int
         raise ValueError("check_first_order needs a Shaped activation (it fixes the width n)")
     X, Y = _data(X, Y)
     beta = _beta(beta)
-    Xa = X if x0 is None else np.vstack([X, np.asarray(x0, dtype=float)])
+    n_samples = check_int(n_samples, "n_samples", 2)
+    seed = check_seed(seed)
+    n_sigma = check_real(n_sigma, "n_sigma", low=0.0, low_open=True)
+    if x0 is not None:
+        x0 = _test_input(x0, X)
+    Xa = X if x0 is None else np.vstack([X, x0])
     V0 = _gram(Xa)
     P = len(Y)
     n, c, phi = act.n, act.weight_var, act.activation
@@ -480,7 +584,7 @@ def check_first_order(X, Y, act: Shaped, beta=np.inf, *, x0=None, n_samples: int
     noise = 0.0 if np.isinf(beta) else 1.0 / beta
 
     def F(V):
-        return math.exp(log_gaussian_likelihood(V[:P, :P], Y, beta))
+        return math.exp(_log_lik(V[:P, :P], Y, beta))
 
     def Fmu(V):
         C = V[:P, :P] + noise * np.eye(P)

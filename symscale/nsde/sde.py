@@ -36,6 +36,7 @@ from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
+from ._checks import check_int, check_real
 from .shaping import Shaped, taylor_at_zero
 
 __all__ = ["drift", "nu", "diffusion", "correlation_sde", "explosion_criterion", "CorrelationSDE",
@@ -61,7 +62,6 @@ _V_VARS = (Variable(Vaa, "V_aa: variance of input a"), Variable(Vab, "V_ab: cova
 # Wick moments
 
 
-@lru_cache(maxsize=None)
 def bivariate_moment(i: int, j: int) -> sp.Expr:
     """E[u^i v^j] for (u, v) ~ N(0, [[V_aa, V_ab], [V_ab, V_bb]]), from the MGF (Isserlis).
 
@@ -71,6 +71,11 @@ def bivariate_moment(i: int, j: int) -> sp.Expr:
     >>> bivariate_moment(2, 2)
     V_aa*V_bb + 2*V_ab**2
     """
+    return _bivariate_moment(check_int(i, "i", 0), check_int(j, "j", 0))
+
+
+@lru_cache(maxsize=None)
+def _bivariate_moment(i: int, j: int) -> sp.Expr:
     mgf = sp.exp((_S**2 * Vaa + 2 * _S * _T * Vab + _T**2 * Vbb) / 2)
     d = sp.diff(mgf, _S, i, _T, j) if i or j else mgf
     return sp.expand(d.subs({_S: 0, _T: 0}))
@@ -80,7 +85,7 @@ def _gaussian_expectation_uv(poly):
     """E[p(u, v)] for a polynomial p by Isserlis term by term."""
     u, v = sp.symbols("u v")
     p = sp.Poly(sp.expand(poly), u, v)
-    return sp.expand(sum(c * bivariate_moment(i, j) for (i, j), c in p.terms()))
+    return sp.expand(sum(c * _bivariate_moment(i, j) for (i, j), c in p.terms()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,10 +98,12 @@ def drift(act, *, a=None, c_plus_value=None, c_minus_value=None) -> Formula:
     Parameters
     ----------
     act : str, Activation or Shaped
-        A smooth base activation (phi(0) = 0, phi'(0) = 1), a two-slope activation (relu,
-        leaky_relu, shaped_relu: the shaped-ReLU drift) or a :class:`Shaped`.
+        A smooth base activation (phi(0) = 0, phi'(0) = 1), a monotone two-slope activation
+        (relu, leaky_relu with alpha >= 0, shaped_relu), which names the shaped-ReLU family
+        (slopes 1 + c_pm / sqrt(n): the activation's own slopes do not enter), or a
+        :class:`Shaped`.
     a : float, optional
-        Shaping strength of a smooth activation (symbolic ``a`` if omitted).
+        Shaping strength (> 0) of a smooth activation (symbolic ``a`` if omitted).
     c_plus_value, c_minus_value : float, optional
         Slope offsets of the shaped ReLU (symbolic ``c_plus``, ``c_minus`` if omitted).
 
@@ -110,17 +117,66 @@ def drift(act, *, a=None, c_plus_value=None, c_minus_value=None) -> Formula:
     Raises
     ------
     DomainError
-        A non-smooth activation that is not of the two-slope family, or phi(0) != 0 or
-        phi'(0) != 1.
+        A non-smooth activation that is not a monotone two-slope one (e.g. abs, whose slopes
+        -1 and +1 keep it far from the identity: one layer moves the correlation by O(1), so
+        no covariance SDE exists), or phi(0) != 0 or phi'(0) != 1.
+    ValueError, TypeError
+        A parameter that does not apply to ``act`` (``a`` for a two-slope activation,
+        ``c_plus_value`` for a smooth one, any of them for a Shaped), or a non-finite one.
     """
+    given = {k: v for k, v in (("a", a), ("c_plus_value", c_plus_value),
+                               ("c_minus_value", c_minus_value)) if v is not None}
     if isinstance(act, Shaped):
+        if given:
+            raise ValueError(f"{sorted(given)} are fixed by the Shaped activation; do not pass "
+                             "them too")
         if act.kind == "relu":
             return _relu_drift(act.c_plus, act.c_minus)
         return _smooth_drift(act.base, act.a)
     act = as_activation(act)
     if isinstance(act.family, TwoSlope):
-        return _relu_drift(c_plus_value, c_minus_value)
-    return _smooth_drift(act, a)
+        _check_relu_like(act)
+        if a is not None:
+            raise ValueError(f"a={a!r} applies to smooth activations; {act.label} is a two-slope "
+                             "activation (shaped ReLU): give c_plus_value / c_minus_value")
+        return _relu_drift(_param(c_plus_value, "c_plus_value"),
+                           _param(c_minus_value, "c_minus_value"))
+    for name in ("c_plus_value", "c_minus_value"):
+        if name in given:
+            raise ValueError(f"{name}={given[name]!r} applies to two-slope (shaped ReLU) "
+                             f"activations; {act.label} is smooth: give a")
+    return _smooth_drift(act, _param(a, "a", positive=True))
+
+
+def _param(value, name, positive=False):
+    """None (symbolic), or a finite real number (a sympy number stays exact); never a string."""
+    if value is None:
+        return None
+    raw = value
+    if isinstance(value, sp.Basic):
+        if not (value.is_number and value.is_real):
+            raise TypeError(f"{name} must be a real number, got {value!r}")
+        v = float(value)
+    else:
+        value = v = check_real(value, name)
+    if positive and not v > 0:
+        raise ValueError(f"{name} must be > 0, got {raw!r}")
+    return value
+
+
+def _check_relu_like(act):
+    """The shaped-ReLU drift describes slopes 1 + c_pm/sqrt(n): a monotone two-slope family."""
+    left, right = act.family.a, act.family.b
+    if left.is_number and right.is_number and not (left >= 0 and right > 0):
+        from ..errors import DomainError
+
+        raise DomainError(
+            f"activation {act.label} has slopes {left} (x < 0) and {right} (x > 0): it is not a "
+            "monotone two-slope activation, so it is not in the shaped-ReLU family (slopes "
+            "1 + c_pm/sqrt(n) -> 1) and has no covariance-SDE drift (one unshaped layer moves "
+            "the correlation by O(1)); for a shaped two-slope network use "
+            "drift('relu', c_plus_value=..., c_minus_value=...) or shaped_relu(c_plus, "
+            "c_minus, n)")
 
 
 @lru_cache(maxsize=128)
@@ -232,7 +288,9 @@ def nu(c_plus_value=None, c_minus_value=None) -> Formula:
     expr = b.xreplace({Vaa: 1, Vbb: 1, Vab: rho})
     variables = [Variable(rho, "correlation")]
     subs = {}
-    for sym, val in ((c_plus, c_plus_value), (c_minus, c_minus_value)):
+    for sym, val, name in ((c_plus, c_plus_value, "c_plus_value"),
+                           (c_minus, c_minus_value, "c_minus_value")):
+        val = _param(val, name)
         if val is None:
             variables.append(Variable(sym))
         else:
@@ -415,7 +473,11 @@ class ExplosionCriterion:
 
     def explodes(self, **values) -> bool:
         """Whether mu > 0 at the given parameter values (e.g. ``a=1``)."""
-        return bool(float(self.mu(**values)) > 0)
+        mu = float(self.mu(**values))
+        if not math.isfinite(mu):
+            raise FloatingPointError(f"mu = {mu} at {values}: the explosion rate is undefined "
+                                     "there")
+        return mu > 0
 
 
 def explosion_criterion(act, a=None) -> ExplosionCriterion:
@@ -425,7 +487,12 @@ def explosion_criterion(act, a=None) -> ExplosionCriterion:
     dY = (2Y - mu) dt - sqrt(2) Y dB, so Y reaches 0 (V_aa explodes) in finite time with
     positive probability iff mu > 0.
     """
-    b = drift(act, a=a)
+    if isinstance(act, Shaped):
+        if a is not None:
+            raise ValueError(f"a={a!r} is fixed by the Shaped activation; do not pass it too")
+        b = drift(act)
+    else:
+        b = drift(act, a=a)
     mu = sp.simplify(b.expr.xreplace({Vaa: Vaa, Vab: Vaa, Vbb: Vaa}) / Vaa**2)
     sampler = point_sampler = None
     if b.sampler is not None:  # the drift's sampler on the diagonal, divided by V^2

@@ -22,13 +22,13 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import sympy as sp
 
 from ..activations import Activation, X, activation, as_activation
 from ..errors import DomainError
+from ._checks import check_int, check_real
 
 __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero"]
 
@@ -64,15 +64,11 @@ class Shaped:
 
 
 def _width(n):
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    return int(n)
+    return check_int(n, "n", 1)
 
 
 def _finite(v, name):
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {v!r}")
-    return float(v)
+    return check_real(v, name)
 
 
 def taylor_at_zero(act, order: int = 3) -> list:
@@ -84,6 +80,7 @@ def taylor_at_zero(act, order: int = 3) -> list:
         phi is not smooth at 0 (a kink or a jump there).
     """
     act = as_activation(act)
+    order = check_int(order, "order", 0)
     if any(abs(k) < 1e-12 for k in act.kinks):
         raise DomainError(f"activation {act.label} is not smooth at 0 (kink or jump); shaping a "
                           "non-smooth activation needs shaped_relu / the ReLU drift")
@@ -117,14 +114,27 @@ def shaped(act, a: float, n: int) -> Shaped:
     if a <= 0:
         raise ValueError(f"a must be > 0, got {a!r}")
     n = _width(n)
+    if not math.isfinite(a * math.sqrt(n)):
+        raise OverflowError(f"s = a sqrt(n) overflows float64 (a={a!r}, n={n})")
     return Shaped("smooth", activation("shaped", base=base, s=a * math.sqrt(n)), 1.0, n,
                   base=base, a=a)
 
 
 def shaped_relu(c_plus: float, c_minus: float, n: int) -> Shaped:
-    """Slopes 1 + c_plus/sqrt(n) and 1 + c_minus/sqrt(n), weight variance 2/(s_+^2 + s_-^2)."""
+    """Slopes 1 + c_plus/sqrt(n) and 1 + c_minus/sqrt(n), weight variance 2/(s_+^2 + s_-^2).
+
+    Raises
+    ------
+    TypeError, ValueError
+        c_plus or c_minus not a finite real, n not an integer >= 1, or both slopes 0
+        (c_plus = c_minus = -sqrt(n): the activation is 0 and the weight variance infinite).
+    """
     c_plus, c_minus = _finite(c_plus, "c_plus"), _finite(c_minus, "c_minus")
     n = _width(n)
     sp_, sm = 1 + c_plus / math.sqrt(n), 1 + c_minus / math.sqrt(n)
+    if sp_ * sp_ + sm * sm == 0 or not math.isfinite(2.0 / (sp_ * sp_ + sm * sm)):
+        raise ValueError(f"c_plus={c_plus!r} and c_minus={c_minus!r} make both slopes "
+                         f"1 + c/sqrt(n) zero at n={n}: the weight variance 2/(s+^2 + s-^2) is "
+                         "infinite")
     act = activation("shaped_relu", s_plus=sp_, s_minus=sm)
     return Shaped("relu", act, 2.0 / (sp_ * sp_ + sm * sm), n, c_plus=c_plus, c_minus=c_minus)

@@ -27,7 +27,7 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,11 +35,44 @@ from tqdm import tqdm
 
 from ..activations import as_activation
 from ..formula import Formula
+from ._checks import check_bool, check_choice, check_int, check_real, check_seed, real_array
 from .sde import Vaa, Vab, Vbb, correlation_sde, drift
 from .shaping import Shaped
 
-__all__ = ["Paths", "finite_width_chain", "finite_width_network", "simulate_sde",
-           "simulate_correlation_sde", "psd_sqrt", "check_psd"]
+__all__ = ["Paths", "PathMean", "PathStatisticWarning", "finite_width_chain",
+           "finite_width_network", "simulate_sde", "simulate_correlation_sde", "psd_sqrt",
+           "check_psd"]
+
+
+class PathStatisticWarning(UserWarning):
+    """A statistic over simulated paths used fewer paths than simulated: none or one valid
+    path (the result is NaN, with ``n_used`` saying so), or paths where the statistic itself
+    is undefined or non-finite (left out and counted)."""
+
+
+class PathMean(tuple):
+    """(mean, standard error) of a statistic over paths, with the counts behind them.
+
+    Unpacks as ``mean, stderr = paths.mean(f)``; ``n_used`` is the number of paths averaged
+    (valid paths where f is finite) and ``n_paths`` the number simulated. With ``n_used == 0``
+    both numbers are NaN, with ``n_used == 1`` the standard error is; a
+    :class:`PathStatisticWarning` says so when it happens.
+    """
+
+    def __new__(cls, mean: float, stderr: float, n_used: int, n_paths: int):
+        self = super().__new__(cls, (float(mean), float(stderr)))
+        self.n_used, self.n_paths = int(n_used), int(n_paths)
+        return self
+
+    mean = property(lambda self: self[0])
+    stderr = property(lambda self: self[1])
+
+    def __getnewargs__(self):  # copy and pickle
+        return (self[0], self[1], self.n_used, self.n_paths)
+
+    def __repr__(self):
+        return (f"PathMean(mean={self[0]!r}, stderr={self[1]!r}, n_used={self.n_used}, "
+                f"n_paths={self.n_paths})")
 
 
 @dataclass
@@ -81,17 +114,72 @@ class Paths:
 
     def statistic(self, f):
         """f(values) per valid path (f maps (k, ...) -> (k,))."""
-        return np.asarray(f(self.values[self.valid]), dtype=float)
+        if not callable(f):
+            raise TypeError(f"f must be a function of the stacked path values, got {f!r}")
+        V = self.values[self.valid]
+        out = np.asarray(f(V), dtype=float)
+        if out.shape != (len(V),):
+            raise ValueError(f"f must map the {len(V)} valid path values (shape {V.shape}) to "
+                             f"a vector of length {len(V)}, got shape {out.shape}")
+        return out
 
-    def mean(self, f):
-        """(mean, standard error) of f over the valid paths."""
+    def mean(self, f) -> PathMean:
+        """(mean, standard error) of f over the valid paths where f is finite.
+
+        Returns a :class:`PathMean`, which unpacks as ``(mean, stderr)`` and carries
+        ``n_used`` and ``n_paths``. Exploded and non-PSD paths are never averaged; paths
+        where f is NaN or infinite (e.g. log 0) are left out and counted in a
+        :class:`PathStatisticWarning`. With no path left the mean and standard error are NaN
+        (and with one, the standard error), with the same warning.
+        """
         s = self.statistic(f)
-        return float(s.mean()), float(s.std(ddof=1) / math.sqrt(len(s)))
+        n_paths = len(self.valid)
+        finite = np.isfinite(s)
+        if not finite.all():
+            warnings.warn(f"f is not finite on {int((~finite).sum())} of the {len(s)} valid "
+                          "paths; they are left out of the mean", PathStatisticWarning,
+                          stacklevel=2)
+            s = s[finite]
+        k = len(s)
+        if k == 0:
+            warnings.warn(f"no path to average: {self.n_valid} of {n_paths} paths are valid "
+                          f"({self.n_exploded} exploded, {int(self.left_psd.sum())} left the "
+                          "PSD cone); mean and standard error are NaN", PathStatisticWarning,
+                          stacklevel=2)
+            return PathMean(math.nan, math.nan, 0, n_paths)
+        if k == 1:
+            warnings.warn(f"one path to average out of {n_paths}: the standard error is NaN",
+                          PathStatisticWarning, stacklevel=2)
+            return PathMean(float(s[0]), math.nan, 1, n_paths)
+        return PathMean(float(s.mean()), float(s.std(ddof=1) / math.sqrt(k)), k, n_paths)
 
     def correlation(self, a: int = 0, b: int = 1) -> np.ndarray:
-        """rho_ab = V_ab / sqrt(V_aa V_bb) of the valid paths."""
+        """rho_ab = V_ab / sqrt(V_aa V_bb) of the valid paths, clipped to [-1, 1].
+
+        Paths where V_aa or V_bb is 0 (a dead ReLU layer at small width, say) have no
+        correlation: they are left out and counted in a :class:`PathStatisticWarning`.
+        """
+        if self.values.ndim != 3:
+            raise ValueError("correlation needs matrix-valued paths (n_paths, P, P); these "
+                             f"have shape {self.values.shape}")
+        P = self.values.shape[1]
+        a = check_int(a, "a", 0)
+        b = check_int(b, "b", 0)
+        if a >= P or b >= P:
+            raise ValueError(f"a and b must be indices < P = {P}, got a={a}, b={b}")
         V = self.values[self.valid]
-        return V[:, a, b] / np.sqrt(V[:, a, a] * V[:, b, b])
+        d = V[:, a, a] * V[:, b, b]
+        defined = d > 0
+        if not defined.all():
+            warnings.warn(f"{int((~defined).sum())} of {len(V)} valid paths have V_aa V_bb = 0 "
+                          "(no correlation); they are left out", PathStatisticWarning,
+                          stacklevel=2)
+        if len(V) == 0:
+            warnings.warn(f"no valid path: {self.n_exploded} of {len(self.valid)} exploded, "
+                          f"{int(self.left_psd.sum())} left the PSD cone", PathStatisticWarning,
+                          stacklevel=2)
+        V, d = V[defined], d[defined]
+        return np.clip(V[:, a, b] / np.sqrt(d), -1.0, 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,12 +187,12 @@ class Paths:
 
 
 def check_psd(V0, name: str = "V0") -> np.ndarray:
-    """A symmetric PSD P x P float64 matrix, or ValueError naming ``name``."""
-    V = np.asarray(V0, dtype=float)
+    """A symmetric PSD P x P float64 matrix, or TypeError/ValueError naming ``name``."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {name!r}")
+    V = real_array(V0, name)
     if V.ndim != 2 or V.shape[0] != V.shape[1] or V.shape[0] < 1:
         raise ValueError(f"{name} must be a square matrix, got shape {V.shape}")
-    if not np.all(np.isfinite(V)):
-        raise ValueError(f"{name} must be finite, got {V.tolist()}")
     scale = max(np.abs(V).max(), 1e-300)
     if np.abs(V - V.T).max() > 1e-12 * scale:
         raise ValueError(f"{name} must be symmetric, got {V.tolist()}")
@@ -115,32 +203,49 @@ def check_psd(V0, name: str = "V0") -> np.ndarray:
 
 
 def psd_sqrt(V):
-    """Symmetric square roots of a stack of symmetric matrices (negative eigenvalues -> 0)."""
+    """Symmetric square roots of a stack (..., P, P) of symmetric matrices (negative eigenvalues
+    -> 0)."""
+    V = real_array(V, "V")
+    if V.ndim < 2 or V.shape[-1] != V.shape[-2]:
+        raise ValueError(f"V must be a stack of square matrices (..., P, P), got shape {V.shape}")
+    return _psd_sqrt(V)
+
+
+def _psd_sqrt(V):
     w, U = np.linalg.eigh(V)
-    return (U * np.sqrt(np.maximum(w, 0.0))[..., None, :]) @ np.swapaxes(U, -1, -2)
+    return _sqrt_from_eigh(w, U)
+
+
+def _sqrt_from_eigh(w, U):
+    """U sqrt(w) U^T with eigenvalues at round-off level of the largest set to 0: their sign
+    is noise, and sqrt(1e-17) = 3e-9 would make duplicate inputs differ (rank-one V)."""
+    tol = w.shape[-1] * np.finfo(float).eps * np.abs(w).max(axis=-1, keepdims=True)
+    root = np.sqrt(np.where(w > tol, w, 0.0))
+    return (U * root[..., None, :]) @ np.swapaxes(U, -1, -2)
 
 
 def _count(v, name, low):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    return int(v)
+    return check_int(v, name, low)
 
 
 def _positive(v, name):
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-    return float(v)
+    return check_real(v, name, low=0.0, low_open=True)
 
 
 def _network_spec(act, n, weight_var):
     """(activation, weight variance, width) from a Shaped or an activation."""
     if isinstance(act, Shaped):
-        if n is not None and n != act.n:
+        if n is not None and check_int(n, "n", 1) != act.n:
             raise ValueError(f"n={n} differs from the width {act.n} the activation was shaped for")
+        if weight_var is not None and _positive(weight_var, "weight_var") != act.weight_var:
+            raise ValueError(f"weight_var={weight_var!r} differs from the weight variance "
+                             f"{act.weight_var!r} of the Shaped activation")
         return act.activation, act.weight_var, act.n
     if n is None:
         raise ValueError("n is required unless act is a Shaped activation")
-    return as_activation(act), (1.0 if weight_var is None else float(weight_var)), n
+    n = check_int(n, "n", 1)
+    c = 1.0 if weight_var is None else _positive(weight_var, "weight_var")
+    return as_activation(act), c, n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,11 +264,18 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
     act : Shaped, str or Activation
         A :class:`Shaped` activation (its width and weight variance), or any activation with
         ``n`` and ``weight_var`` given.
-    n, depth, n_chains, seed : int
+    n : int, optional
+        Width (>= 1); required unless ``act`` is Shaped (then it must match).
+    depth, n_chains : int
+        Layers (>= 0) and independent chains (>= 1).
+    seed : int, optional
+        Seed of ``numpy.random.default_rng`` (>= 0), or None.
     weight_var : float, optional
-        c in V' = (c/n) phi(Z)^T phi(Z) (default 1 unless ``act`` is Shaped).
+        c > 0 in V' = (c/n) phi(Z)^T phi(Z) (default 1 unless ``act`` is Shaped).
     save_every : int
         Also keep every ``save_every``-th layer (0: final only).
+    progress : bool
+        Show a progress bar.
 
     Returns
     -------
@@ -172,21 +284,23 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
     """
     V0 = check_psd(V0)
     phi, c, n = _network_spec(act, n, weight_var)
-    n = _count(n, "n", 1)
     depth = _count(depth, "depth", 0)
     n_chains = _count(n_chains, "n_chains", 1)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
+    save_every = _count(save_every, "save_every", 0)
+    progress = check_bool(progress, "progress")
     P = V0.shape[0]
     V = np.broadcast_to(V0, (n_chains, P, P)).copy()
     bad = np.zeros(n_chains, bool)
     saved = []
     for layer in tqdm(range(depth), disable=not progress, desc="layers"):
         live = ~bad
-        S = psd_sqrt(V[live])
+        S = _psd_sqrt(V[live])
         Z = rng.standard_normal((int(live.sum()), n, P)) @ S
-        H = phi(Z)
-        Vn = np.swapaxes(H, 1, 2) @ H  # batched matmul: far faster than einsum here
-        Vn *= c / n
+        with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
+            H = phi(Z)
+            Vn = np.swapaxes(H, 1, 2) @ H  # batched matmul: far faster than einsum here
+            Vn *= c / n
         finite = np.all(np.isfinite(Vn), axis=(1, 2))
         idx = np.flatnonzero(live)
         V[idx[finite]] = Vn[finite]
@@ -204,22 +318,22 @@ def finite_width_network(X, act, n: int | None = None, depth: int = 1, n_network
     z^1 = W^0 x / sqrt(d), z^{l+1} = sqrt(c/n) W^l phi(z^l), V^l = (c/n) phi(z^l)^T phi(z^l);
     returns V^depth (the same law as ``finite_width_chain(X X^T / d, ...)``).
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or not np.all(np.isfinite(X)):
+    X = real_array(X, "X")
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a finite P x d array, got shape {X.shape}")
     phi, c, n = _network_spec(act, n, weight_var)
-    n = _count(n, "n", 1)
     depth = _count(depth, "depth", 1)
     n_networks = _count(n_networks, "n_networks", 1)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     P, d = X.shape
     out = np.empty((n_networks, P, P))
     for k in range(n_networks):
-        z = rng.standard_normal((n, d)) @ X.T / math.sqrt(d)
-        for _ in range(depth - 1):
-            z = math.sqrt(c / n) * (rng.standard_normal((n, n)) @ phi(z))
-        h = phi(z)
-        out[k] = (c / n) * h.T @ h
+        with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
+            z = rng.standard_normal((n, d)) @ X.T / math.sqrt(d)
+            for _ in range(depth - 1):
+                z = math.sqrt(c / n) * (rng.standard_normal((n, n)) @ phi(z))
+            h = phi(z)
+            out[k] = (c / n) * h.T @ h
     finite = np.all(np.isfinite(out), axis=(1, 2))
     return Paths(out, ~finite, np.zeros(n_networks, bool), depth / n)
 
@@ -230,6 +344,9 @@ def finite_width_network(X, act, n: int | None = None, depth: int = 1, n_network
 
 def _drift_function(act, params):
     """A vectorized b(V) for stacks of P x P matrices, from the derived drift Formula."""
+    if isinstance(act, (Formula, Shaped)) and params:
+        raise ValueError(f"{sorted(params)} cannot be combined with a "
+                         f"{type(act).__name__} act, which fixes the drift")
     if isinstance(act, Formula):
         f = act
     elif isinstance(act, Shaped):
@@ -273,13 +390,22 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         Where the drift comes from (numeric parameters required: a Shaped, or ``a=`` /
         ``c_plus_value=`` / ``c_minus_value=`` in ``drift_params``).
     t, dt : float
-        Final time and step (the number of steps is round(t / dt)).
-    n_paths, seed : int
+        Final time (>= 0) and step (> 0); the number of steps is round(t / dt).
+    n_paths : int
+        >= 1.
+    seed : int, optional
+        Seed of ``numpy.random.default_rng`` (>= 0), or None.
     scheme : {"euler", "psd"}
-        Euler-Maruyama with the symmetric PSD square root, or the Wishart step that keeps V PSD.
+        Euler-Maruyama with the symmetric PSD square root, or the Wishart step that keeps V PSD
+        (needs round(1/dt) >= P; the drift's O(dt^2) excursion out of the cone at a singular V
+        is projected back).
+    save_every : int
+        Also keep every ``save_every``-th step (0: final only).
+    progress : bool
+        Show a progress bar.
     explode_at : float
         A path whose largest entry exceeds ``explode_at`` times that of V0 counts as exploded
-        (a finite-time blow-up outruns any step size once it starts).
+        (a finite-time blow-up outruns any step size once it starts); finite, > 0.
 
     Returns
     -------
@@ -287,19 +413,24 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         Exploded (non-finite or beyond ``explode_at``) and non-PSD paths are frozen and flagged.
     """
     V0 = check_psd(V0)
-    t = float(t)
-    if not math.isfinite(t) or t < 0:
-        raise ValueError(f"t must be >= 0, got {t!r}")
+    t = check_real(t, "t", low=0.0)
     dt = _positive(dt, "dt")
     n_paths = _count(n_paths, "n_paths", 1)
-    if scheme not in ("euler", "psd"):
-        raise ValueError(f"scheme must be 'euler' or 'psd', got {scheme!r}")
-    b = _drift_function(act, drift_params)
-    steps = int(round(t / dt))
+    seed = check_seed(seed)
+    scheme = check_choice(scheme, "scheme", ("euler", "psd"))
+    save_every = _count(save_every, "save_every", 0)
+    progress = check_bool(progress, "progress")
+    explode_at = _positive(explode_at, "explode_at")
+    steps = _steps(t, dt)
     m = max(int(round(1 / dt)), 1)
-    rng = np.random.default_rng(seed)
     P = V0.shape[0]
-    limit = _positive(explode_at, "explode_at") * max(np.abs(V0).max(), 1e-300)
+    if scheme == "psd" and m < P:
+        raise ValueError(f"scheme='psd' draws Wishart matrices with m = round(1/dt) = {m} degrees "
+                         f"of freedom, which needs m >= P = {P}: take dt <= {1 / P:g}, got "
+                         f"dt={dt!r}")
+    b = _drift_function(act, drift_params)
+    rng = np.random.default_rng(seed)
+    limit = explode_at * max(np.abs(V0).max(), 1e-300)
     V = np.broadcast_to(V0, (n_paths, P, P)).copy()
     exploded = np.zeros(n_paths, bool)
     left = np.zeros(n_paths, bool)
@@ -313,12 +444,20 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         w, U = np.linalg.eigh(Vl)
         scale = np.maximum(np.abs(w).max(axis=1), 1e-300)
         outside = w[:, 0] < -1e-10 * scale
+        if scheme == "psd" and outside.any():
+            # S W S is PSD, but + b dt leaves the cone where V is singular (b vanishes on its
+            # null space to first order only): the excursion is O(dt^2), within the scheme's
+            # error, so project back onto the cone instead of flagging the path
+            w[outside] = np.maximum(w[outside], 0.0)
+            Vl[outside] = (U[outside] * w[outside][:, None, :]) @ np.swapaxes(U[outside], -1, -2)
+            V[live[outside]] = Vl[outside]
+            outside[:] = False
         if outside.any():
             left[live[outside]] = True
             live, Vl, w, U = live[~outside], Vl[~outside], w[~outside], U[~outside]
         if step == steps:
             break  # the last pass only checks the final states
-        S = (U * np.sqrt(np.maximum(w, 0.0))[:, None, :]) @ np.swapaxes(U, -1, -2)
+        S = _sqrt_from_eigh(w, U)
         drift_dt = b(Vl) * dt
         if scheme == "euler":
             G = rng.standard_normal((live.size, P, P))
@@ -338,6 +477,13 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
                  np.array(times) if times else None)
 
 
+def _steps(t, dt):
+    ratio = t / dt
+    if not math.isfinite(ratio) or ratio > 1e12:
+        raise OverflowError(f"t / dt = {ratio:g} steps: t={t!r} is too long for dt={dt!r}")
+    return int(round(ratio))
+
+
 def simulate_correlation_sde(rho0: float, act, t: float, dt: float, n_paths: int,
                              seed: int = 0, **drift_params) -> Paths:
     """Euler scheme for d rho = mu(rho) dt + sigma(rho) dW when the drift depends on rho only
@@ -349,12 +495,16 @@ def simulate_correlation_sde(rho0: float, act, t: float, dt: float, n_paths: int
         The correlation drift depends on the variances (smooth activations): use
         :func:`simulate_sde` with P = 2.
     """
-    rho0 = float(rho0)
-    if not -1 <= rho0 <= 1:
-        raise ValueError(f"rho0 must lie in [-1, 1], got {rho0!r}")
+    rho0 = check_real(rho0, "rho0", low=-1.0, high=1.0)
+    t = check_real(t, "t", low=0.0)
     dt = _positive(dt, "dt")
     n_paths = _count(n_paths, "n_paths", 1)
+    seed = check_seed(seed)
+    steps = _steps(t, dt)
     if isinstance(act, Shaped):
+        if drift_params:
+            raise ValueError(f"{sorted(drift_params)} are fixed by the Shaped activation; do not "
+                             "pass them too")
         drift_params = {"c_plus_value": act.c_plus, "c_minus_value": act.c_minus} \
             if act.kind == "relu" else {"a": act.a}
         act = act.base if act.kind == "smooth" else "relu"
@@ -366,7 +516,6 @@ def simulate_correlation_sde(rho0: float, act, t: float, dt: float, n_paths: int
     mu, sigma = sde.drift.numeric("numpy"), sde.diffusion.numeric("numpy")
     rng = np.random.default_rng(seed)
     r = np.full(n_paths, rho0)
-    steps = int(round(float(t) / dt))
     for _ in range(steps):
         r = r + mu(r) * dt + sigma(r) * rng.standard_normal(n_paths) * math.sqrt(dt)
         np.clip(r, -1.0, 1.0, out=r)

@@ -6,6 +6,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from symscale import DomainError
 from symscale.nsde import (deep_linear_evidence, deep_linear_prior, log_meijer_g0m, meijer_g0m,
                            posterior_scale, predictive_density, relu_deep_prior)
 
@@ -118,14 +119,23 @@ def _asym(z, b):
         - m * z ** (1 / m)
 
 
-def test_asymptotic_path_at_large_argument():
+def test_mellin_barnes_path_at_large_argument():
     b = [0, 1, 2.5]
     exact, path = log_meijer_g0m(1e5, b)
     assert path == "series"
     # exact / asymptotic = 1.032 at z = 1e5 (theory note 02, section 9)
     assert abs(math.exp(float(exact) - _asym(1e5, b)) - 1.032) < 0.002
-    logv, path = log_meijer_g0m(1e12, b)  # G ~ exp(-30000): the asymptotic takes over
-    assert path == "asymptotic" and math.isclose(float(logv), _asym(1e12, b), rel_tol=1e-14)
+    # the Mellin-Barnes integral agrees with the series where both run (30 digits)
+    from symscale.nsde.linear import _log_g_mellin_barnes
+
+    with mpmath.workdps(30):
+        for z, bb in ((1e5, b), (11.05, b), (3.0, [0, -0.5, 3]), (1e3, [0, 49, 49])):
+            series = mpmath.log(mpmath.meijerg([[], []], [bb, []], z, maxterms=20_000))
+            mb = _log_g_mellin_barnes(mpmath.log(z), [mpmath.mpf(x) for x in bb], 30)
+            assert abs(mb - series) < 1e-25 * max(1, abs(series)), (z, bb)
+    logv, path = log_meijer_g0m(1e12, b)  # G ~ exp(-30000): beyond the series
+    # the asymptotic is within its O(z^(-1/3)) = 1e-4 relative error of the exact value
+    assert path == "mellin-barnes" and 0 < float(logv) - _asym(1e12, b) < 1e-3
     val, path = meijer_g0m(2.0, [0, 1, 2.5])
     assert path == "series" and abs(float(val) - 0.393887518809538) < 1e-13
 
@@ -182,3 +192,98 @@ def test_large_depth_heuristic_tracks_the_exact_evidence():
         large_depth_log_evidence(X, Y, [20, 30])
     with pytest.raises(ValueError, match="method must be"):
         deep_linear_evidence(X, Y, [4], method="fast")
+
+
+def _ref_log_moment(X, Y, widths, p):
+    """log E[(s^2)^(-p/2) exp(-M_* / 2 s^2)], s^2 = c chi2_{k1} chi2_{k2}, at 30 digits.
+
+    Independent of both library routes (no Meijer-G, no characteristic function): the
+    chi2_{k2} integral in closed form, int x^(nu-1) e^(-x/2 - g/x) dx = 2 (2g)^(nu/2)
+    K_nu(sqrt(2g)), and the chi2_{k1} one by mp.quad over u = log x1, around its mode.
+    """
+    with mpmath.workdps(30):
+        X = np.asarray(X, float)
+        P, N0 = X.shape
+        G = mpmath.matrix([[mpmath.fsum(mpmath.mpf(X[i, k]) * X[j, k] for k in range(N0))
+                            for j in range(P)] for i in range(P)])
+        Yv = mpmath.matrix([mpmath.mpf(float(y)) for y in Y])
+        M = (Yv.T * mpmath.inverse(G) * Yv)[0]
+        k1, k2 = (mpmath.mpf(w) for w in widths)
+        c = 1 / (N0 * k1 * k2)
+        nu = (k2 - p) / 2
+        const = (-p / mpmath.mpf(2) * mpmath.log(c) - (k1 + k2) / 2 * mpmath.log(2)
+                 - mpmath.loggamma(k1 / 2) - mpmath.loggamma(k2 / 2))
+
+        def log_f(u):
+            gam = M / (2 * c * mpmath.exp(u))
+            inner = (mpmath.log(2) + nu / 2 * mpmath.log(2 * gam)
+                     + mpmath.log(mpmath.besselk(nu, mpmath.sqrt(2 * gam))))
+            return (k1 - p) / 2 * u - mpmath.exp(u) / 2 + inner
+
+        mode = mpmath.findroot(lambda u: mpmath.diff(log_f, u), mpmath.log(k1))
+        s = 1 / mpmath.sqrt(-mpmath.diff(log_f, mode, 2))
+        f0 = log_f(mode)
+        pts = [mode + j * s for j in (-40, -10, -3, 0, 3, 10, 40)]
+        assert log_f(pts[0]) - f0 < -70 and log_f(pts[-1]) - f0 < -70  # tails negligible
+        return const + f0 + mpmath.log(mpmath.quad(lambda u: mpmath.exp(log_f(u) - f0), pts)), M
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0, 1e4])
+def test_evidence_routes_agree_with_an_independent_integral(scale):
+    """Audit: labels x100, widths (4, 7): the quadrature gave log Z = -46.5 for -132.96 (its FFT
+    density of the prior scale is round-off where the posterior sits), and at x1e4 the Meijer
+    route used the large-argument asymptotic. Both now agree with 30-digit mpmath."""
+    Y = Y_REF * scale
+    ref, M = _ref_log_moment(X_REF, Y, (4, 7), 2)
+    G = X_REF @ X_REF.T
+    ref_log_z = float(ref - mpmath.log(2 * mpmath.pi) - mpmath.log(mpmath.det(
+        mpmath.matrix(G.tolist()))) / 2)
+    ref_s2 = float(mpmath.exp(_ref_log_moment(X_REF, Y, (4, 7), 0)[0] - ref))
+    for method in ("meijer", "quadrature", "auto"):
+        ev = deep_linear_evidence(X_REF, Y, [4, 7], method=method)
+        assert abs(ev.log_value - ref_log_z) <= 1e-13 * max(1.0, abs(ref_log_z)), method
+        s2, _ = posterior_scale(X_REF, Y, [4, 7], method=method)
+        assert abs(s2 - ref_s2) <= 1e-11 * ref_s2, method
+    if scale == 100.0:
+        assert abs(ref_log_z + 132.963323495859) < 1e-11
+    if scale == 1e4:  # the asymptotic was 1.4e-3 off here; e^-3083 underflows as a value
+        assert deep_linear_evidence(X_REF, Y, [4, 7]).path == "mellin-barnes"
+        assert deep_linear_evidence(X_REF, Y, [4, 7]).value == 0.0
+
+
+def test_deep_network_routes_agree_at_large_labels():
+    """auto beyond 8 hidden layers takes the quadrature: compare with Meijer-G (Mellin-Barnes,
+    m = 13) and the old asymptotic, which is off by tens of nats when the b_l are large."""
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((3, 6))
+    Y = 1000 * rng.standard_normal(3)
+    widths = [100] * 12
+    q = deep_linear_evidence(X, Y, widths)
+    mg = deep_linear_evidence(X, Y, widths, method="meijer")
+    assert q.path == "quadrature" and mg.path == "mellin-barnes"
+    assert abs(q.log_value - mg.log_value) <= 1e-12 * abs(mg.log_value)
+    b = [0] + [(n - 3) / 2 for n in widths]
+    assert abs(_asym(mg.model.a, b) - float(log_meijer_g0m(mg.model.a, b)[0])) > 10  # 10.65
+
+
+def test_zero_labels_and_extreme_scales():
+    # Y = 0: Z = (2 pi)^(-P/2) det^(-1/2) c^(-P/2) prod 2^(-P/2) Gamma((N-P)/2) / Gamma(N/2)
+    G = X_REF @ X_REF.T
+    c = 1 / 84
+    want = (-math.log(2 * math.pi) - np.linalg.slogdet(G)[1] / 2 - math.log(c)
+            - 2 * math.log(2) + math.lgamma(1) - math.lgamma(2) + math.lgamma(2.5)
+            - math.lgamma(3.5))
+    for method in ("meijer", "quadrature"):
+        ev = deep_linear_evidence(X_REF, np.zeros(2), [4, 7], method=method)
+        assert abs(ev.log_value - want) < 1e-13
+        # E_post s^2 = c prod 2 (N - P)/2 = c (N1 - P)(N2 - P)
+        s2, _ = posterior_scale(X_REF, np.zeros(2), [4, 7], method=method)
+        assert math.isclose(s2, c * 2 * 5, rel_tol=1e-12)
+        with pytest.raises(DomainError, match="infinite"):
+            deep_linear_evidence(X_REF, np.zeros(2), [2, 7], method=method)
+    # rescaling X by 1e-200 and Y by 1e-200 leaves M_* and shifts log Z by -P log(1e-200)
+    base = deep_linear_evidence(X_REF, Y_REF, [4, 7])
+    tiny = deep_linear_evidence(X_REF * 1e-200, Y_REF * 1e-200, [4, 7])
+    assert math.isclose(tiny.log_value, base.log_value + 2 * 200 * math.log(10), rel_tol=1e-13)
+    with pytest.raises(OverflowError, match="evidence"):
+        tiny.value  # noqa: B018  e^921 is beyond float64

@@ -107,7 +107,7 @@ def test_saving_and_paths_api():
     (lambda: simulate_correlation_sde(1.5, "relu", t=1, dt=0.1, n_paths=2), ValueError,
      "rho0 must lie"),
     (lambda: finite_width_network(np.full((2, 2), np.nan), "relu", n=4), ValueError,
-     "X must be a finite"),
+     "X must be finite"),
 ])
 def test_bad_inputs(call, exc, match):
     with pytest.raises(exc, match=match):
