@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -190,7 +191,28 @@ def _connected(m: int, blocks) -> bool:
     return len({find(j) for j in range(m)}) == 1
 
 
-@lru_cache(maxsize=None)
+def _int_tuple(seq, name: str, minimum: int) -> tuple[int, ...]:
+    """A non-empty tuple of integers >= minimum (TypeError for bool or non-numbers, ValueError
+    for floats, which are never truncated, and smaller values)."""
+    what = f"{name} must be a non-empty tuple of integers >= {minimum}, got {seq!r}"
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+        raise TypeError(what)
+    seq = tuple(seq)
+    if any(isinstance(p, bool) or not isinstance(p, numbers.Real) for p in seq):
+        raise TypeError(what)
+    if not seq or any(not isinstance(p, numbers.Integral) or p < minimum for p in seq):
+        raise ValueError(what)
+    return tuple(int(p) for p in seq)
+
+
+def _check_count(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def diagrams(powers: tuple[int, ...], cap: int, allowed: frozenset | None = None
              ) -> tuple[Diagram, ...]:
     """All connected, 2-mixed diagrams of the power cumulant with ``1 + cost <= cap``.
@@ -217,11 +239,19 @@ def diagrams(powers: tuple[int, ...], cap: int, allowed: frozenset | None = None
     >>> len(diagrams((1, 1, 1), cap=3))
     4
     """
-    powers = tuple(int(p) for p in powers)
-    if not powers or any(p < 1 for p in powers):
-        raise ValueError(f"powers must be a non-empty tuple of integers >= 1, got {powers!r}")
-    if cap < 1:
-        raise ValueError(f"cap must be >= 1, got {cap!r}")
+    powers = _int_tuple(powers, "powers", 1)
+    cap = _check_count(cap, "cap", 1)
+    if allowed is not None:
+        if isinstance(allowed, (str, bytes)) or not hasattr(allowed, "__iter__"):
+            raise TypeError(f"allowed must be a set of (order, pattern) pairs, got "
+                            f"{type(allowed).__name__}")
+        allowed = frozenset(allowed)
+    return _diagrams(powers, cap, allowed)
+
+
+@lru_cache(maxsize=None)
+def _diagrams(powers: tuple[int, ...], cap: int, allowed: frozenset | None
+              ) -> tuple[Diagram, ...]:
     m = len(powers)
     budget = cap - 1
     cands = [v for v in _candidate_blocks(m, budget)
@@ -253,6 +283,7 @@ def diagram_counts(max_slots: int, cap: int) -> dict[tuple[int, ...], int]:
     >>> diagram_counts(2, 2)
     {(1,): 1, (2,): 1, (3,): 1, (4,): 1, (1, 1): 1}
     """
+    max_slots = _check_count(max_slots, "max_slots", 1)
     keys = [(1,) * s for s in range(1, max_slots + 1)] + [(p,) for p in range(2, 5)]
     return {k: len(diagrams(k, cap)) for k in sorted(keys, key=lambda k: (len(k) > 1, k))}
 
@@ -263,6 +294,7 @@ def integer_partitions(d: int) -> list[tuple[int, ...]]:
     >>> integer_partitions(4)
     [(1, 1, 1, 1), (2, 1, 1), (2, 2), (3, 1), (4,)]
     """
+    d = _check_count(d, "d", 0)
     out = []
 
     def rec(left, maxpart, acc):
@@ -307,7 +339,6 @@ def _set_partitions(items):
         yield [[first]] + part
 
 
-@lru_cache(maxsize=None)
 def pattern_in_power_cumulants(groups: tuple[int, ...]) -> tuple[
         tuple[sp.Rational, tuple[PowerCumulant, ...]], ...]:
     """The cumulant with neuron ``j`` repeated ``groups[j]`` times, in power cumulants.
@@ -327,7 +358,12 @@ def pattern_in_power_cumulants(groups: tuple[int, ...]) -> tuple[
     >>> sorted((str(c), [(f.slots, f.powers) for f in fs]) for c, fs in terms)
     [('-2', [((0,), (1,)), ((0, 1), (1, 1))]), ('1', [((0, 1), (2, 1))])]
     """
-    groups = tuple(int(g) for g in groups)
+    return _pattern_in_power_cumulants(_int_tuple(groups, "groups", 1))
+
+
+@lru_cache(maxsize=None)
+def _pattern_in_power_cumulants(groups: tuple[int, ...]) -> tuple[
+        tuple[sp.Rational, tuple[PowerCumulant, ...]], ...]:
     owner = [j for j, g in enumerate(groups) for _ in range(g)]
     cache: dict[tuple[int, ...], sp.Expr] = {}
 

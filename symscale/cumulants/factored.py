@@ -127,12 +127,12 @@ def _distinct_diagrams():
     return tuple(ds)
 
 
-def _nonlinear(z: Cumulants, third: FactoredThird, act):
+def _nonlinear(z: Cumulants, third: FactoredThird, act, layer=None):
     """One factored nonlinear step; returns (A-cumulants without kappa_3, new third, flops)."""
     _distinct_diagrams()
     S21, S3, flops = third.slices()
     zc = Cumulants(z.mean, {2: z.full[2]}, {3: {(2, 1): S21, (3,): S3}, 4: z.slices[4]})
-    a, f, w = nonlinear_step(zc, act, _TRACK, return_wick=True)
+    a, f, w = nonlinear_step(zc, act, _TRACK, return_wick=True, layer=layer)
     flops += f
     w1, w2 = w[1, 1], w[1, 2]
     n = z.n
@@ -191,10 +191,11 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
             # before a mean-only output step only the mean of the activations is needed
             S3 = third.diagonal()
             zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
-            c, f = nonlinear_step(zc, mlp.activations[layer], _TRACK, mean_only=True)
+            c, f = nonlinear_step(zc, mlp.activations[layer], _TRACK, mean_only=True,
+                                  layer=layer + 1)
             f += 3 * S3.size * third.rank
         else:
-            c, third, V, f = _nonlinear(c, third, mlp.activations[layer])
+            c, third, V, f = _nonlinear(c, third, mlp.activations[layer], layer + 1)
         flops += f
     if keep_last:
         # expose the third cumulant's slices so that a nonlinear step can follow (tails)
@@ -385,13 +386,14 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
     return G
 
 
-def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool):
+def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=None):
     """One factored K=4 nonlinear step: (activation cumulants, new fourth, flops)."""
     n = z.n
     sl, flops = _fourth_slices(fourth, n)
     zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]}, {4: sl})
     # before a mean-only output step only the mean of the activations is needed
-    a, f, w = nonlinear_step(zc, act, _TRACK4, mean_only=not update, return_wick=True)
+    a, f, w = nonlinear_step(zc, act, _TRACK4, mean_only=not update, return_wick=True,
+                             layer=layer)
     flops += f
     if not update:
         return a, None, flops
@@ -466,7 +468,7 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
         layers.append(c)
         # the last hidden layer feeds a mean-only linear step: no new fourth cumulant needed
         update = keep_last or layer < L - 1
-        c, fourth, f = _nonlinear4(c, fourth, mlp.activations[layer], update)
+        c, fourth, f = _nonlinear4(c, fourth, mlp.activations[layer], update, layer + 1)
         flops += f
     if keep_last:
         c.slices[4], f = _fourth_slices(fourth, c.n)

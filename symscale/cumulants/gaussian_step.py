@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..activations import as_activation
+from .nonlinear import _check_cumulants
 from .state import Cumulants
 from .wick import relu_bivariate_moment_numeric, wick_table
 
@@ -35,14 +36,17 @@ def _bivariate_quadrature(act, mu, sd, rho):
     return out
 
 
-def gaussian_step(z: Cumulants, act) -> tuple[Cumulants, int]:
-    """Mean and covariance of :math:`\\phi(Z)` for Gaussian :math:`Z` (all Mehler orders)."""
+def gaussian_step(z: Cumulants, act, layer=None) -> tuple[Cumulants, int]:
+    """Mean and covariance of :math:`\\phi(Z)` for Gaussian :math:`Z` (all Mehler orders).
+
+    ``layer`` (1-based) only names the layer in errors: ``FloatingPointError`` where the mean or
+    covariance is not finite or a variance is not positive.
+    """
     act = as_activation(act)
+    _check_cumulants(z, layer)
     S = z.full[2]
     mu = z.mean
     var = np.diagonal(S).copy()
-    if np.any(var <= 0):
-        raise FloatingPointError("pre-activation variance <= 0 in the Gaussian step")
     sd = np.sqrt(var)
     w = wick_table(act, mu, var, 0, 2)
     m1, m2 = w[1, 0], w[2, 0]

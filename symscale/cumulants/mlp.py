@@ -4,6 +4,13 @@ A :class:`RandomMLP` is one fixed draw of a fully connected network with a linea
 :func:`monte_carlo` is the baseline cumulant propagation competes with (same flop accounting);
 :func:`ground_truth` is the reference it is scored against: seeded batches that can run on a
 dask cluster, be cached on disk and resume after an interruption, bit-identically in all cases.
+Each cache file carries a SHA-256 checksum and the identity of its run: a damaged, tampered or
+foreign file is reported by path (:class:`GroundTruthCacheWarning`) and recomputed, and the
+temporary file of a checkpoint write that was killed is removed by the next run.
+
+Overflow is an error: where float64 cannot hold the pre-activations, the outputs or their
+mean and variance, :func:`monte_carlo` and :func:`ground_truth` raise ``FloatingPointError``
+naming the layer, like :func:`~symscale.cumulants.propagate`.
 
 Examples
 --------
@@ -20,18 +27,23 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import numbers
 import os
+import re
+import socket
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from ..activations import Activation, as_activation
+from ..errors import SymscaleError
 from ..kernels.moments import gaussian_moment_numeric
 
 __all__ = [
@@ -42,13 +54,27 @@ __all__ = [
     "ground_truth",
     "mse_over_var",
     "monte_carlo_mse_over_var",
+    "GroundTruthCacheWarning",
+    "GroundTruthCacheError",
 ]
 
 _INITS = ("he", "standard")
 # ground_truth checkpoints after this many merged batches or seconds, whichever comes first
 _SAVE_EVERY_BATCHES = 16
 _SAVE_EVERY_SECONDS = 10.0
-_CACHE_VERSION = 1  # bump when the cache layout or the sampling scheme changes
+_CACHE_VERSION = 2  # bump when the cache layout or the sampling scheme changes
+_BAD_CACHE = ("recompute", "raise")
+# a checkpoint write takes well under a second: a temporary file this old has no live writer
+_ORPHAN_AGE_SECONDS = 3600.0
+
+
+class GroundTruthCacheWarning(UserWarning):
+    """A :func:`ground_truth` cache file was damaged, tampered with or written for another run;
+    the message names the file, and the result is recomputed."""
+
+
+class GroundTruthCacheError(SymscaleError, ValueError):
+    """A damaged :func:`ground_truth` cache file with ``bad_cache="raise"``; names the file."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -56,23 +82,54 @@ _CACHE_VERSION = 1  # bump when the cache layout or the sampling scheme changes
 
 
 def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    """An integer ``>= minimum`` (numpy integers too). bool and non-numbers are a TypeError; a
+    float, even an integral one, is a ValueError: it is never truncated."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r} "
+                        f"({type(value).__name__})")
+    if not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def _check_real(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite real number, got {value!r} "
+                        f"({type(value).__name__})")
+    if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
     return float(value)
 
 
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def _check_seed(seed, name: str = "seed"):
+    """``None``, an integer >= 0, or a numpy SeedSequence/BitGenerator/Generator (passed on)."""
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator,
+                                         np.random.Generator)):
+        return seed
+    return _check_int(seed, name, 0)
+
+
+def _real_array(a, name: str) -> np.ndarray:
+    """``a`` as a float64 array; TypeError for bool, complex, text or object data."""
+    try:
+        raw = np.asarray(a)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a rectangular numeric array, got "
+                         f"{type(a).__name__}") from None
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {raw.dtype}")
+    return raw.astype(np.float64)
+
+
 def _frozen_array(a, name: str, ndim: int) -> np.ndarray:
     """A read-only float64 copy (so a frozen RandomMLP cannot be mutated through its arrays)."""
-    try:
-        arr = np.array(a, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a numeric array, got {type(a).__name__}") from None
+    arr = _real_array(a, name)  # astype made a copy
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -93,11 +150,17 @@ def _second_moment(act: Activation) -> float:
     return second
 
 
+def _as_tuple(seq, name: str) -> tuple:
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of arrays, got {type(seq).__name__}")
+    return tuple(seq)
+
+
 def _resolve_activations(activation, n_hidden: int) -> tuple[Activation, ...]:
     """One activation (repeated) or a sequence with one per hidden layer."""
     if isinstance(activation, (str, Activation)):
         return (as_activation(activation),) * n_hidden
-    acts = tuple(activation)
+    acts = _as_tuple(activation, "activation")
     if len(acts) != n_hidden:
         raise ValueError(
             f"activation has {len(acts)} entries but the network has {n_hidden} hidden layers"
@@ -143,10 +206,14 @@ class RandomMLP:
     _has_bias: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
-        ws, bs = tuple(self.weights), tuple(self.biases)
+        ws, bs = _as_tuple(self.weights, "weights"), _as_tuple(self.biases, "biases")
         if not ws:
             raise ValueError("weights must contain at least one matrix, got none")
         ws = tuple(_frozen_array(w, f"weights[{i}]", 2) for i, w in enumerate(ws))
+        for i, w in enumerate(ws):
+            if 0 in w.shape:  # a layer of width 0 has no output to take the mean of
+                raise ValueError(f"weights[{i}] must have at least one row and one column, "
+                                 f"got shape {w.shape}")
         for i in range(1, len(ws)):
             if ws[i].shape[1] != ws[i - 1].shape[0]:
                 raise ValueError(f"weights[{i}] has shape {ws[i].shape} but the previous layer "
@@ -203,11 +270,12 @@ class RandomMLP:
         depth = _check_int(depth, "depth", 0)
         n_in = width if input_dim is None else _check_int(input_dim, "input_dim", 1)
         n_out = width if output_dim is None else _check_int(output_dim, "output_dim", 1)
-        if init not in _INITS:
+        if not isinstance(init, str) or init not in _INITS:
             raise ValueError(f"init must be one of {_INITS}, got {init!r}")
         bias_var = _check_real(bias_var, "bias_var")
         if bias_var < 0:
             raise ValueError(f"bias_var must be >= 0, got {bias_var!r}")
+        seed = _check_seed(seed)
         act = as_activation(activation)
         gain = 1.0 / _second_moment(act) if init == "he" and depth > 0 else 1.0
         rng = np.random.default_rng(seed)
@@ -231,10 +299,12 @@ class RandomMLP:
         >>> [a.name for a in mlp.activations], mlp.forward([-1.0]).tolist()
         (['relu', 'identity'], [3.0])
         """
-        weights = tuple(weights)
+        weights = _as_tuple(weights, "weights")
         if biases is None:
-            biases = tuple(np.zeros(np.shape(w)[:1]) for w in weights)
-        return cls(weights, tuple(biases), _resolve_activations(activation, len(weights) - 1))
+            biases = tuple(np.zeros(_real_array(w, f"weights[{i}]").shape[:1])
+                           for i, w in enumerate(weights))
+        return cls(weights, _as_tuple(biases, "biases"),
+                   _resolve_activations(activation, len(weights) - 1))
 
     # -- shape ------------------------------------------------------------------------------------
     @property
@@ -275,11 +345,17 @@ class RandomMLP:
 
     # -- evaluation -------------------------------------------------------------------------------
     def _evaluate(self, x, layer: int) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = _real_array(x, "x")
         if x.ndim not in (1, 2) or x.shape[-1] != self.input_dim:
             n = self.input_dim
             raise ValueError(f"x must have shape (N, {n}) or ({n},), got {x.shape}")
-        out = self._preactivation(np.atleast_2d(x), layer)
+        if not np.all(np.isfinite(x)):
+            raise ValueError("x contains non-finite values")
+        x2 = np.atleast_2d(x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._preactivation(x2, layer)
+        if not np.all(np.isfinite(out)):
+            raise _non_finite_error(self, x2, layer)
         return out[0] if x.ndim == 1 else out
 
     def _preactivation(self, x: np.ndarray, layer: int) -> np.ndarray:
@@ -293,11 +369,14 @@ class RandomMLP:
                 h += self.biases[i]
         return h
 
-    def _check_layer(self, layer) -> int:
+    def _check_layer(self, layer, name: str = "layer") -> int:
         last = self.depth + 1
-        if (isinstance(layer, bool) or not isinstance(layer, numbers.Integral)
-                or not 1 <= layer <= last):
-            raise ValueError(f"layer must be an integer in 1..{last} (depth + 1), got {layer!r}")
+        if isinstance(layer, bool) or not isinstance(layer, numbers.Real):
+            raise TypeError(f"{name} must be an integer in 1..{last} (depth + 1), got {layer!r} "
+                            f"({type(layer).__name__})")
+        if not isinstance(layer, numbers.Integral) or not 1 <= layer <= last:
+            raise ValueError(f"{name} must be an integer in 1..{last} (depth + 1), got "
+                             f"{layer!r}")
         return int(layer)
 
     def forward(self, x) -> np.ndarray:
@@ -338,6 +417,8 @@ class RandomMLP:
         if activation is None:
             raise ValueError("activation is required: the current output becomes a hidden layer")
         W = _frozen_array(W, "W", 2)
+        if W.shape[0] == 0:
+            raise ValueError(f"W must have at least one row, got shape {W.shape}")
         if W.shape[1] != self.output_dim:
             raise ValueError(f"W has shape {W.shape} but the network has {self.output_dim} "
                              "outputs")
@@ -365,7 +446,7 @@ class RandomMLP:
         """
         base = self.truncated(layer)
         n = base.output_dim
-        theta = np.asarray(theta, dtype=np.float64)
+        theta = _real_array(theta, "theta")
         if theta.ndim > 1 or (theta.ndim == 1 and theta.shape != (n,)):
             raise ValueError(f"theta must be a scalar or have shape ({n},), got {theta.shape}")
         if not np.all(np.isfinite(theta)):
@@ -469,6 +550,63 @@ def _summary(y: np.ndarray):
     return y.shape[0], mean, np.square(y - mean).sum(axis=0)
 
 
+def _finite_state(state) -> bool:
+    return bool(np.isfinite(state[1]).all() and np.isfinite(state[2]).all())
+
+
+def _non_finite_error(mlp: RandomMLP, x: np.ndarray, layer: int) -> FloatingPointError:
+    """Why the layer-``layer`` pre-activations (or their statistics) of the finite batch ``x``
+    are not finite: the first activation or affine map whose output is not (error path only)."""
+    h = x
+    with np.errstate(all="ignore"):
+        for i in range(layer):
+            if i > 0:
+                act = mlp.activations[i - 1]
+                a = act(h)
+                if not np.all(np.isfinite(a)):
+                    return FloatingPointError(
+                        f"activation {act.label} of hidden layer {i} is not finite in float64 "
+                        f"for its finite pre-activations (|z| up to {np.max(np.abs(h)):.3g}): "
+                        "the weights or biases are too large for this activation")
+                h = a
+            scale = np.max(np.abs(h))
+            h = h @ mlp.weights[i].T
+            if mlp._has_bias[i]:
+                h = h + mlp.biases[i]
+            if not np.all(np.isfinite(h)):
+                where = "the output layer" if i == mlp.depth else f"hidden layer {i + 1}"
+                return FloatingPointError(
+                    f"the pre-activations of {where} overflow float64 (inputs to the layer up "
+                    f"to {scale:.3g}, |weights| up to {np.max(np.abs(mlp.weights[i])):.3g}): "
+                    "the weights or biases are too large")
+    return FloatingPointError(
+        f"the sample mean or variance of the outputs overflows float64 (outputs up to "
+        f"{np.max(np.abs(h)):.3g}): the weights or biases are too large")
+
+
+def _checked_summary(mlp: RandomMLP, x: np.ndarray):
+    """(count, mean, M2) of the outputs for the batch ``x``; FloatingPointError naming the
+    overflowing layer instead of inf/NaN statistics (the check is O(n_out) per batch)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        stats = _summary(mlp._preactivation(x, len(mlp.weights)))
+    if not _finite_state(stats):
+        raise _non_finite_error(mlp, x, len(mlp.weights))
+    return stats
+
+
+def _checked_merge(a, b):
+    """:func:`_merge`, with FloatingPointError where the pooled M2 overflows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _merge(a, b)
+    if not _finite_state(out):
+        j = int(np.argmax(~np.isfinite(out[2])))
+        raise FloatingPointError(
+            f"the variance of output {j} over {out[0]} samples overflows float64 (means of "
+            f"the batches up to {max(np.max(np.abs(a[1])), np.max(np.abs(b[1]))):.3g}): "
+            "the weights or biases are too large")
+    return out
+
+
 def _result(mlp: RandomMLP, state, seconds: float) -> MonteCarloResult:
     n, mean, m2 = state
     var = m2 / (n - 1)
@@ -489,6 +627,30 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     are the rows of ``rng.standard_normal((n_samples, n_in))``); per-batch means and M2 are
     merged pairwise (Chan et al.) and no sample is kept.
 
+    Parameters
+    ----------
+    mlp : RandomMLP
+    n_samples : int
+        Number of inputs (``>= 2``: the variance needs two).
+    seed : int, optional
+        Seed of :func:`numpy.random.default_rng` (an integer >= 0 or None).
+    batch : int
+        Inputs per batch (``>= 1``).
+    progress : bool
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    MonteCarloResult
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument (the message names it).
+    FloatingPointError
+        Float64 cannot hold the outputs or their mean and variance; the message names the first
+        layer (or activation) that overflows.
+
     Examples
     --------
     >>> mlp = RandomMLP.random(width=4, depth=0, bias_var=1.0, seed=3)  # affine: mean = b
@@ -499,6 +661,8 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     _check_mlp(mlp)
     n_samples = _check_int(n_samples, "n_samples", 2)
     batch = _check_int(batch, "batch", 1)
+    seed = _check_seed(seed)
+    progress = _check_bool(progress, "progress")
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
@@ -508,7 +672,7 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
         for lo in range(0, n_samples, batch):
             size = min(batch, n_samples - lo)
             x = rng.standard_normal((size, mlp.input_dim))
-            state = _merge(state, _summary(mlp._preactivation(x, len(mlp.weights))))
+            state = _checked_merge(state, _checked_summary(mlp, x))
             bar.update(size)
     return _result(mlp, state, time.perf_counter() - start)
 
@@ -521,7 +685,7 @@ def _batch_stats(mlp: RandomMLP, seed: int, index: int, size: int):
     """(count, mean, M2) of batch ``index``; its inputs depend only on (seed, index)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
     x = rng.standard_normal((size, mlp.input_dim))
-    return _summary(mlp._preactivation(x, len(mlp.weights)))
+    return _checked_summary(mlp, x)
 
 
 class _Fold:
@@ -540,7 +704,7 @@ class _Fold:
     def add(self, index: int, stats) -> None:
         self.pending[index] = stats
         while self.next in self.pending:
-            self.state = _merge(self.state, self.pending.pop(self.next))
+            self.state = _checked_merge(self.state, self.pending.pop(self.next))
             self.next += 1
 
     def done(self) -> set[int]:
@@ -551,10 +715,13 @@ class _Fold:
         n_out = self.state[1].shape[0]
 
         def stack(j):
-            return np.array([self.pending[i][j] for i in idx]).reshape(len(idx), n_out)
+            return np.array([self.pending[i][j] for i in idx],
+                            dtype=np.float64).reshape(len(idx), n_out)
 
-        return dict(key=np.array(key), next=np.array(self.next), count=np.array(self.state[0]),
-                    mean=self.state[1], m2=self.state[2], seconds=np.array(self.seconds),
+        return dict(key=np.array(key), next=np.array(self.next, dtype=np.int64),
+                    count=np.array(self.state[0], dtype=np.int64),
+                    mean=self.state[1], m2=self.state[2],
+                    seconds=np.array(self.seconds, dtype=np.float64),
                     pending_index=np.array(idx, dtype=np.int64),
                     pending_count=np.array([self.pending[i][0] for i in idx], dtype=np.int64),
                     pending_mean=stack(1), pending_m2=stack(2))
@@ -570,36 +737,204 @@ class _Fold:
         return fold
 
 
+# -- the cache file ------------------------------------------------------------------------------
+#
+# ground_truth-<key[:32]>.npz holds the fold (as _Fold.to_arrays), the run's identity ("run":
+# version, network fingerprint, n_samples, batch, seed; "key" is its SHA-256) and "checksum",
+# the SHA-256 of every other array's name, dtype, shape and bytes. Writers write a temporary
+# file <name>.<writer>.<pid>.<random>.tmp and rename it over the cache (atomic): readers see a
+# whole file or none. np.load runs with allow_pickle=False, so no file can run code.
+
+
+def _run_identity(mlp: RandomMLP, n_samples: int, batch: int, seed: int) -> str:
+    return (f"version={_CACHE_VERSION} network={mlp.fingerprint()} n_samples={n_samples} "
+            f"batch={batch} seed={seed}")
+
+
 def _cache_key(mlp: RandomMLP, n_samples: int, batch: int, seed: int) -> str:
-    text = f"v{_CACHE_VERSION}|{mlp.fingerprint()}|{n_samples}|{batch}|{seed}"
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_run_identity(mlp, n_samples, batch, seed).encode()).hexdigest()
+
+
+def _checksum(arrays: dict) -> str:
+    """SHA-256 over the name, dtype, shape and bytes of every array but ``checksum``."""
+    h = hashlib.sha256(b"symscale.ground_truth cache")
+    for name in sorted(arrays):
+        if name == "checksum":
+            continue
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _writer_tag() -> str:
+    """Host and (on Linux) PID namespace of this process: a PID is only meaningful there."""
+    tag = socket.gethostname() or "host"
+    with contextlib.suppress(OSError):
+        tag += "-" + os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    return re.sub(r"[^A-Za-z0-9-]", "_", tag)[:80]
+
+
+_WRITER = _writer_tag()
+_TMP_NAME = re.compile(
+    r"^ground_truth-[0-9a-f]{32}\.npz\.([A-Za-z0-9_-]+)\.(\d+)\.[a-z0-9_]+\.tmp$")
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix" or pid <= 0:
+        return True  # elsewhere os.kill(pid, 0) is no probe: rely on the file's age
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, under another user
+        return True
+    return True
+
+
+def _remove_orphans(directory: str) -> None:
+    """Delete checkpoint temporaries whose writer was killed mid-write: those of a process of
+    this host (and PID namespace) that no longer runs, and any older than an hour."""
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            m = _TMP_NAME.match(entry.name)
+            if m is None:
+                continue
+            with contextlib.suppress(OSError):
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                dead = m.group(1) == _WRITER and not _pid_alive(int(m.group(2)))
+                if dead or age > _ORPHAN_AGE_SECONDS:
+                    os.unlink(entry.path)
+
+
+def _write_npz(f, arrays: dict) -> None:
+    np.savez(f, **arrays)
 
 
 def _save_atomic(path: str, arrays: dict) -> None:
-    """Write to a temporary file in the same directory, then rename over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    """Add the checksum, write to a temporary file in the same directory (named after this
+    writer, see :func:`_remove_orphans`), then rename it over ``path``."""
+    arrays = dict(arrays)
+    arrays["checksum"] = np.array(_checksum(arrays))
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=directory or ".", prefix=f"{name}.{_WRITER}.{os.getpid()}.",
+                               suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            _write_npz(f, arrays)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
 
 
-def _load_fold(path: str, key: str, n_out: int) -> _Fold | None:
-    if not os.path.exists(path):
+class _BadCache(Exception):
+    """Why a cache file cannot be used (internal; reported with the file's path)."""
+
+
+def _fields(n_out: int) -> dict:
+    """name: (dtype kind, shape with None for any length) of a cache file's arrays."""
+    return {"key": ("U", ()), "run": ("U", ()), "checksum": ("U", ()), "next": ("i", ()),
+            "count": ("i", ()), "seconds": ("f", ()), "mean": ("f", (n_out,)),
+            "m2": ("f", (n_out,)), "pending_index": ("i", (None,)),
+            "pending_count": ("i", (None,)), "pending_mean": ("f", (None, n_out)),
+            "pending_m2": ("f", (None, n_out))}
+
+
+def _read_cache(path: str) -> dict:
+    try:
+        data = np.load(path, allow_pickle=False)  # never unpickle: a file must not run code
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise _BadCache("is not an .npz archive")
+        with data:
+            return {k: data[k] for k in data.files}
+    except (_BadCache, PermissionError, IsADirectoryError):
+        raise
+    except Exception as exc:  # zipfile, zlib, format or pickle errors: the file is damaged
+        raise _BadCache(f"cannot be read as an .npz archive ({type(exc).__name__}): it is "
+                        "truncated, damaged or not a ground_truth cache") from None
+
+
+def _describe_run(run: str) -> dict:
+    return dict(part.split("=", 1) for part in run.split() if "=" in part)
+
+
+def _check_cache(arrays: dict, key: str, run: str, n_out: int, sizes: list) -> None:
+    """Raise _BadCache unless ``arrays`` is an intact cache of this run."""
+    spec = _fields(n_out)
+    if "checksum" not in arrays:
+        raise _BadCache("has no checksum (written by an older symscale, or not a ground_truth "
+                        "cache)")
+    if set(arrays) != set(spec):
+        raise _BadCache(f"does not hold the arrays of a ground_truth cache (has "
+                        f"{sorted(arrays)})")
+    for name, (kind, shape) in spec.items():
+        a = arrays[name]
+        if a.dtype.kind != kind or a.ndim != len(shape):
+            raise _BadCache(f"has a malformed array {name!r} (dtype {a.dtype}, shape {a.shape})")
+    if str(arrays["checksum"]) != _checksum(arrays):
+        raise _BadCache("fails its checksum: it was modified or damaged after it was written")
+    if str(arrays["key"]) != key:
+        theirs, ours = _describe_run(str(arrays["run"])), _describe_run(run)
+        diff = ", ".join(f"{k} {theirs.get(k, '?')[:16]} (this run {v[:16]})"
+                         for k, v in ours.items() if theirs.get(k) != v)
+        raise _BadCache(f"was written for another run ({diff or 'different key'})")
+    for name, (_, shape) in spec.items():
+        got = arrays[name].shape
+        if any(want is not None and g != want for g, want in zip(got, shape)):
+            raise _BadCache(f"has an array {name!r} of shape {got}, not {shape} as this run's")
+    nxt, idx, counts = int(arrays["next"]), arrays["pending_index"], arrays["pending_count"]
+    n_pending = idx.shape[0]
+    ok = (0 <= nxt <= len(sizes) and int(arrays["count"]) == sum(sizes[:nxt])
+          and counts.shape[0] == arrays["pending_mean"].shape[0]
+          == arrays["pending_m2"].shape[0] == n_pending
+          and all(nxt < int(i) < len(sizes) for i in idx) and bool(np.all(np.diff(idx) > 0))
+          and all(int(c) == sizes[int(i)] for i, c in zip(idx, counts)))
+    finite = all(np.isfinite(arrays[k]).all() for k in
+                 ("mean", "m2", "pending_mean", "pending_m2", "seconds"))
+    if not (ok and finite and (arrays["m2"] >= 0).all() and (arrays["pending_m2"] >= 0).all()
+            and float(arrays["seconds"]) >= 0):
+        raise _BadCache("is inconsistent with the batches of this run")
+
+
+def _load_cache(path: str, key: str, run: str, n_out: int, sizes: list,
+                bad_cache: str) -> _Fold | None:
+    """The saved fold, None if there is none; a bad file is reported by path (warning, or
+    error with ``bad_cache="raise"``) and left in place: the next checkpoint replaces it
+    atomically, whereas deleting it now could delete a good file a concurrent run just wrote."""
+    if not os.path.lexists(path):
         return None
-    with np.load(path, allow_pickle=False) as data:
-        if str(data["key"]) != key or data["mean"].shape != (n_out,):
-            raise ValueError(f"cache file {path} does not belong to this run (key mismatch)")
-        return _Fold.from_arrays({k: data[k] for k in data.files})
+    try:
+        arrays = _read_cache(path)
+        _check_cache(arrays, key, run, n_out, sizes)
+    except _BadCache as bad:
+        if bad_cache == "raise":
+            raise GroundTruthCacheError(
+                f"ground_truth cache file {path} {bad}; delete it, or pass "
+                "bad_cache='recompute' to recompute it") from None
+        warnings.warn(f"ground_truth cache file {path} {bad}; recomputing it (pass "
+                      "bad_cache='raise' to stop instead)", GroundTruthCacheWarning, stacklevel=3)
+        return None
+    return _Fold.from_arrays(arrays)
+
+
+def _cache_directory(cache_dir) -> str:
+    if isinstance(cache_dir, bool) or not isinstance(cache_dir, (str, bytes, os.PathLike)):
+        raise TypeError(f"cache_dir must be a path (str or os.PathLike), got "
+                        f"{type(cache_dir).__name__}")
+    directory = os.fsdecode(os.fspath(cache_dir))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"cache_dir must be a directory, got the file {directory!r}")
+    os.makedirs(directory, exist_ok=True)
+    return directory
 
 
 def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=None,
-                 client=None, progress=True) -> MonteCarloResult:
+                 client=None, progress=True, bad_cache="recompute") -> MonteCarloResult:
     """Reference Monte Carlo estimate of E[M(X)]: seeded batches, optional dask and disk cache.
 
     Batch ``b`` (of ``ceil(n_samples / batch)``) draws its inputs from
@@ -619,10 +954,26 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         Directory of the cache; the file is keyed by the weights, biases, activations,
         ``n_samples``, ``batch`` and ``seed``. Progress is checkpointed (atomically) every few
         batches or seconds and on interruption; a finished result is loaded, not recomputed.
+        Each file carries a SHA-256 checksum and its run's identity, both checked on loading.
+        Temporary files of checkpoint writes that were killed are removed.
     client : dask.distributed.Client, optional
         Run the batches on this cluster (the network is scattered once).
     progress : bool
         Show a tqdm progress bar.
+    bad_cache : {"recompute", "raise"}
+        What to do with a cache file that is damaged (unreadable, truncated, failing its
+        checksum) or written for another run: ``"recompute"`` warns with
+        :class:`GroundTruthCacheWarning` naming the file and recomputes (the file is replaced at
+        the next checkpoint); ``"raise"`` raises :class:`GroundTruthCacheError` naming it.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument (the message names it).
+    GroundTruthCacheError
+        A bad cache file with ``bad_cache="raise"``.
+    FloatingPointError
+        Float64 cannot hold the outputs or their mean and variance (names the layer).
 
     Examples
     --------
@@ -638,16 +989,21 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     n_samples = _check_int(n_samples, "n_samples", 2)
     batch = _check_int(batch, "batch", 1)
     seed = _check_int(seed, "seed", 0)
+    progress = _check_bool(progress, "progress")
+    if not isinstance(bad_cache, str) or bad_cache not in _BAD_CACHE:
+        raise ValueError(f"bad_cache must be one of {_BAD_CACHE}, got {bad_cache!r}")
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)
     sizes = [min(batch, n_samples - b * batch) for b in range(n_batches)]
-    path = key = fold = None
+    path = key = run = fold = None
     if cache_dir is not None:
-        os.makedirs(cache_dir, exist_ok=True)
-        key = _cache_key(mlp, n_samples, batch, seed)
-        path = os.path.join(os.fspath(cache_dir), f"ground_truth-{key[:32]}.npz")
-        fold = _load_fold(path, key, mlp.output_dim)
+        directory = _cache_directory(cache_dir)
+        _remove_orphans(directory)
+        run = _run_identity(mlp, n_samples, batch, seed)
+        key = hashlib.sha256(run.encode()).hexdigest()
+        path = os.path.join(directory, f"ground_truth-{key[:32]}.npz")
+        fold = _load_cache(path, key, run, mlp.output_dim, sizes, bad_cache)
     if fold is None:
         fold = _Fold(mlp.output_dim)
     todo = [b for b in range(n_batches) if b not in fold.done()]
@@ -670,7 +1026,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     def checkpoint():
         nonlocal last_save, unsaved
         fold.seconds = base_seconds + time.perf_counter() - start
-        _save_atomic(path, fold.to_arrays(key))
+        _save_atomic(path, fold.to_arrays(key) | {"run": np.array(run)})
         last_save, unsaved = time.monotonic(), 0
 
     with tqdm(total=n_batches, initial=n_batches - len(todo), disable=not progress,
@@ -712,16 +1068,34 @@ def _run_dask(client, mlp, seed, todo: Sequence[int], sizes, record) -> None:
 
 
 def _finite_array(a, name: str) -> np.ndarray:
-    arr = np.asarray(a, dtype=np.float64)
+    arr = _real_array(a, name)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains non-finite values")
     return arr
 
 
+def _pow2_scaled(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(a * 2**-e, e)`` with ``max|a * 2**-e| < 1``: exact (a power of two), so sums and
+    squares of the scaled array neither overflow nor round differently."""
+    top = float(np.max(np.abs(a))) if a.size else 0.0
+    e = int(np.frexp(top)[1])
+    return np.ldexp(a, -e), e
+
+
 def mse_over_var(estimate, truth, var) -> float:
     """Mean over coordinates of ``(estimate - truth)^2`` divided by ``mean(var)``.
 
-    For a Monte Carlo estimate from N samples this is 1/N on average.
+    For a Monte Carlo estimate from N samples this is 1/N on average. Computed with power-of-two
+    scaling, so huge or tiny inputs give the correctly scaled value (bit-identical to the plain
+    formula where that does not overflow).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-numeric or non-finite arrays, mismatched shapes, an empty ``estimate``, a negative
+        ``var`` or one whose mean is not positive.
+    FloatingPointError
+        The ratio itself exceeds the float64 range.
 
     Examples
     --------
@@ -735,13 +1109,29 @@ def mse_over_var(estimate, truth, var) -> float:
             raise ValueError(f"{name} has shape {arr.shape} but estimate has shape {est.shape}")
     if est.size == 0:
         raise ValueError("estimate must not be empty")
-    if np.any(var < 0) or not var.mean() > 0:
-        raise ValueError(f"var must be >= 0 with a positive mean, got mean {var.mean()!r}")
-    return float(np.mean(np.square(est - tru)) / var.mean())
+    if np.any(var < 0) or not np.any(var > 0):
+        raise ValueError(f"var must be >= 0 with a positive mean, got "
+                         f"{'a negative entry' if np.any(var < 0) else 'all zeros'}")
+    # halving is exact, so est/2 - tru/2 == (est - tru)/2 without the overflow
+    half, ed = _pow2_scaled(est / 2 - tru / 2)
+    v, ev = _pow2_scaled(var)
+    with np.errstate(over="ignore"):
+        out = float(np.ldexp(np.mean(np.square(half)) / np.mean(v), 2 * ed + 2 - ev))
+    if not math.isfinite(out):
+        raise FloatingPointError("mse_over_var overflows float64: the squared error is more "
+                                 "than 1.8e308 times the variance")
+    return out
 
 
 def monte_carlo_mse_over_var(flops, flops_per_sample):
     """The Monte Carlo line MSE/Var = 1/N at a budget of ``flops``: ``flops_per_sample / flops``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-numeric, non-finite or non-positive arguments.
+    FloatingPointError
+        The ratio exceeds the float64 range.
 
     Examples
     --------
@@ -754,5 +1144,9 @@ def monte_carlo_mse_over_var(flops, flops_per_sample):
         raise ValueError(f"flops must be > 0, got {flops!r}")
     if np.any(fps <= 0):
         raise ValueError(f"flops_per_sample must be > 0, got {flops_per_sample!r}")
-    out = fps / f
+    with np.errstate(over="ignore"):
+        out = fps / f
+    if not np.all(np.isfinite(out)):
+        raise FloatingPointError("monte_carlo_mse_over_var overflows float64: "
+                                 "flops_per_sample / flops exceeds 1.8e308")
     return float(out) if out.ndim == 0 else out

@@ -27,7 +27,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..activations import as_activation
-from .diagrams import diagrams, pattern_in_power_cumulants
+# the cached cores, for arguments that are valid by construction (the layer loop)
+from .diagrams import _diagrams, _int_tuple
+from .diagrams import _pattern_in_power_cumulants as pattern_in_power_cumulants
 from .state import Cumulants, Tracking
 from .wick import wick_table
 
@@ -44,7 +46,7 @@ def required_orders(tracking: Tracking) -> tuple[int, int]:
             for _, factors in pattern_in_power_cumulants(pat):
                 for f in factors:
                     p_max = max(p_max, max(f.powers))
-                    for dg in diagrams(f.powers, tracking.cap, allowed):
+                    for dg in _diagrams(f.powers, tracking.cap, allowed):
                         k_max = max(k_max, max(dg.derivatives))
     return k_max, p_max
 
@@ -56,11 +58,16 @@ def power_cumulant(z: Cumulants, w: np.ndarray, powers: tuple[int, ...], trackin
     Returns the array over ``len(powers)`` neuron axes (entries with coinciding neurons are not
     meaningful) and the FLOPs spent.
     """
+    return _power_cumulant(z, w, _int_tuple(powers, "powers", 1), tracking)
+
+
+def _power_cumulant(z, w, powers, tracking):
+    """:func:`power_cumulant` for valid ``powers`` (a tuple of ints; the layer loop's)."""
     m = len(powers)
     n = z.n
     flops = 0
     terms = []
-    for dg in diagrams(powers, tracking.cap, tracking.allowed()):
+    for dg in _diagrams(powers, tracking.cap, tracking.allowed()):
         ops = [(w[p, k], (j,)) for j, (k, p) in enumerate(zip(dg.derivatives, powers))]
         for v, mult in dg.blocks:
             arr, slots = z.block(v)
@@ -185,7 +192,7 @@ def _pattern_value(z, w, pattern, tracking, cache):
         parts = []
         for f in factors:
             if f.powers not in cache:
-                cache[f.powers] = power_cumulant(z, w, f.powers, tracking)
+                cache[f.powers] = _power_cumulant(z, w, f.powers, tracking)
                 flops += cache[f.powers][1]
             parts.append((cache[f.powers][0], f.slots))
             flops += n**m
@@ -210,8 +217,53 @@ def _assemble_full(values: dict, d: int, n: int) -> np.ndarray:
     return full
 
 
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+def _where(layer) -> str:
+    return "" if layer is None else f" of layer {layer}"
+
+
+def _check_cumulants(z: Cumulants, layer=None, positive: bool = True) -> np.ndarray:
+    """FloatingPointError unless every tracked cumulant of ``z`` is finite and (``positive``)
+    every variance positive (``layer``, 1-based, only names the layer in the message).
+
+    Overflow here means the weights or biases are too large for float64 at this order (an
+    order-d cumulant scales as the d-th power of the weights); a non-positive variance, that
+    the truncated cumulants left the valid region or that a neuron is deterministic.
+    """
+    arrays = [("mean", z.mean)] + [(f"order-{d} cumulant", a) for d, a in z.full.items()]
+    arrays += [(f"order-{d} cumulant slice {p}", a) for d, s in z.slices.items()
+               for p, a in s.items()]
+    for what, a in arrays:
+        if not np.isfinite(a).all():
+            raise FloatingPointError(
+                f"the {what} of the pre-activations{_where(layer)} is not finite in float64 "
+                f"({int(np.sum(~np.isfinite(a)))} of {a.size} entries): the weights or biases "
+                "are too large for float64 at this order; rescale them or use a lower K")
+    var = z.variances()
+    if positive and np.any(var <= 0):
+        bad = int(np.argmin(var))
+        why = ("a neuron with no random input (zero incoming weights) or a variance that "
+               "underflowed float64" if var[bad] == 0 else
+               "the truncated cumulants left the valid region (the network is too deep for "
+               "this width and K)")
+        raise FloatingPointError(
+            f"pre-activation variance of neuron {bad}{_where(layer)} is {var[bad]:.3g} <= 0: "
+            f"{why}; cumulant propagation needs positive variances")
+    if positive and np.any(var < _TINY):
+        # a subnormal variance keeps only a few significant bits: the estimate would be off
+        # by up to 1e-4 relative (measured at 1e-321) instead of failing
+        bad = int(np.argmin(var))
+        raise FloatingPointError(
+            f"pre-activation variance of neuron {bad}{_where(layer)} is {var[bad]:.3g}, below "
+            f"the float64 normal range ({_TINY:.3g}) where it loses precision: the weights or "
+            "biases are too small; rescale them")
+    return var
+
+
 def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
-                   mean_only: bool = False, return_wick: bool = False):
+                   mean_only: bool = False, return_wick: bool = False, layer=None):
     r"""Cumulants of :math:`\phi(Z)` (tracked parts) and the FLOPs spent.
 
     Parameters
@@ -227,24 +279,40 @@ def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
     return_wick : bool
         Also return the Wick table ``w[p, k, i]`` the step used (the factored estimators
         reuse it for their tree diagrams).
+    layer : int, optional
+        The 1-based layer of ``z``, named in error messages.
 
     Returns
     -------
     (Cumulants, int) or (Cumulants, int, ndarray)
         The activation cumulants, the FLOPs spent, and with ``return_wick`` the table.
+
+    Raises
+    ------
+    FloatingPointError
+        A tracked cumulant of ``z`` is not finite, a variance is not positive, or a Wick
+        coefficient overflows float64 (the message names the layer when ``layer`` is given).
     """
+    if not isinstance(z, Cumulants):
+        raise TypeError(f"z must be a Cumulants, got {type(z).__name__}")
+    if not isinstance(tracking, Tracking):
+        raise TypeError(f"tracking must be a Tracking, got {type(tracking).__name__}")
     act = as_activation(act)
-    mean = z.mean if bias_shift is None else z.mean + bias_shift
-    var = z.variances()
-    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(var))):
-        raise FloatingPointError("pre-activation cumulants became non-finite")
-    if np.any(var <= 0):
-        bad = int(np.argmin(var))
-        raise FloatingPointError(
-            f"pre-activation variance of neuron {bad} is {var[bad]:.3g} <= 0; the truncated "
-            "cumulants left the valid region (the network is too deep for this width and K)")
+    var = _check_cumulants(z, layer)
+    mean = z.mean
+    if bias_shift is not None:
+        mean = mean + bias_shift
+        if not np.all(np.isfinite(mean)):
+            raise FloatingPointError(f"the pre-activation mean{_where(layer)} plus bias_shift "
+                                     "overflows float64")
     k_max, p_max = required_orders(tracking)
-    w = wick_table(act, mean, var, k_max, p_max)
+    try:
+        w = wick_table(act, mean, var, k_max, p_max)
+    except FloatingPointError as exc:
+        raise FloatingPointError(
+            f"{exc}{_where(layer)}: the pre-activations are too large (or their variances too "
+            "small) for float64 at this order; rescale the weights or biases, or use a lower "
+            "K") from None
     flops = w.size * 20  # table of truncated Gaussian moments: a few tens of FLOPs per entry
     z_eff = z if bias_shift is None else Cumulants(mean, z.full, z.slices)
     cache: dict = {}

@@ -37,12 +37,14 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .nonlinear import nonlinear_step
+from .mlp import _check_bool, _check_mlp
+from .nonlinear import _check_cumulants, nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 
 __all__ = ["Propagation", "propagate", "VARIANTS"]
@@ -83,10 +85,13 @@ class Propagation:
 
 
 def _check_estimator(K, variant, factored):
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 1 <= K <= 4:
+    if isinstance(K, bool) or not isinstance(K, numbers.Real):
+        raise TypeError(f"K must be an integer in 1..4, got {K!r} ({type(K).__name__})")
+    if not isinstance(K, numbers.Integral) or not 1 <= K <= 4:
         raise ValueError(f"K must be an integer in 1..4, got {K!r}")
-    if variant not in VARIANTS:
+    if not isinstance(variant, str) or variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    _check_bool(factored, "factored")
     if variant == "gaussian" and K != 2:
         raise ValueError(f"variant 'gaussian' is the K=2 exact-Gaussian estimator; got K={K}")
     if factored and K not in (3, 4):
@@ -123,8 +128,14 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
 
     Raises
     ------
+    TypeError
+        ``mlp`` is not a RandomMLP; a flag is not a bool; ``K`` or ``upto`` is not a number.
     ValueError
         ``K`` not in 1..4, unknown ``variant``, unsupported combination, ``upto`` out of range.
+    FloatingPointError
+        A tracked cumulant or the estimate is not finite in float64 (weights or biases too
+        large for this order), or a variance is not positive (the truncation left the valid
+        region); the message names the layer.
 
     Examples
     --------
@@ -136,19 +147,32 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     >>> bool(err[3] < err[2] < err[1])
     True
     """
+    _check_mlp(mlp)
     _check_estimator(K, variant, factored)
+    K = int(K)
+    keep_layers = _check_bool(keep_layers, "keep_layers")
     L = mlp.depth
-    if upto is not None and not (isinstance(upto, (int, np.integer)) and 1 <= upto <= L + 1):
-        raise ValueError(f"upto must be an integer in 1..{L + 1}, got {upto!r}")
-    stop = L + 1 if upto is None else int(upto)
+    if upto is not None:
+        upto = mlp._check_layer(upto, "upto")
+    stop = L + 1 if upto is None else upto
     t0 = time.perf_counter()
     if coherent_only is None:
         coherent_only = variant == "augmented"
+    coherent_only = _check_bool(coherent_only, "coherent_only")
+    # overflow is reported as a FloatingPointError naming the layer (the steps check what
+    # they read, and the estimate is checked): numpy's RuntimeWarnings would only be noise
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _run(mlp, K, variant, factored, keep_layers, upto, stop, coherent_only, t0)
+
+
+def _run(mlp, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
+    L = mlp.depth
     if factored:
         from .factored import factored_k3_run, factored_k4_run
 
         run = factored_k3_run if K == 3 else factored_k4_run
         estimate, flops, layers = run(mlp, stop, variant, upto is not None)
+        _check_estimate(estimate, stop, L)
         return Propagation(estimate, int(flops), time.perf_counter() - t0,
                            tuple(layers) if keep_layers else (), K, variant, True)
     tracking = Tracking.for_estimator(2 if variant == "gaussian" else K,
@@ -169,12 +193,25 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         if variant == "gaussian":
             from .gaussian_step import gaussian_step
 
-            c, f = gaussian_step(c, act)
+            c, f = gaussian_step(c, act, layer + 1)
         else:
             # before a mean-only output step only the mean of the activations is needed
-            c, f = nonlinear_step(c, act, tracking, mean_only=(upto is None and layer == L - 1))
+            c, f = nonlinear_step(c, act, tracking, mean_only=(upto is None and layer == L - 1),
+                                  layer=layer + 1)
         flops += f
-    if upto is not None and keep_layers:
-        layers.append(c)
+    if upto is not None:
+        # the caller reads these cumulants (tails): they must be usable, not only the mean
+        _check_cumulants(c, upto, positive=False)
+        if keep_layers:
+            layers.append(c)
+    _check_estimate(c.mean, stop, L)
     return Propagation(c.mean.copy(), int(flops), time.perf_counter() - t0, tuple(layers), K,
                        variant, False)
+
+
+def _check_estimate(estimate, stop: int, L: int) -> None:
+    if not np.isfinite(estimate).all():
+        where = "output layer" if stop == L + 1 else f"layer {stop}"
+        raise FloatingPointError(
+            f"the estimated mean of the {where} pre-activations overflows float64: the "
+            "weights or biases are too large")

@@ -27,6 +27,7 @@ True
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -73,7 +74,12 @@ class Tracking:
         >>> Tracking.for_estimator(2, "augmented").slices
         ((3, ((2, 1), (3,))), (4, ((2, 2), (4,))))
         """
-        if variant not in ("basic", "augmented"):
+        if isinstance(K, bool) or not isinstance(K, numbers.Real):
+            raise TypeError(f"K must be an integer in 1..4, got {K!r}")
+        if not isinstance(K, numbers.Integral) or not 1 <= K <= 4:
+            raise ValueError(f"K must be an integer in 1..4, got {K!r}")
+        K = int(K)
+        if not isinstance(variant, str) or variant not in ("basic", "augmented"):
             raise ValueError(f"variant must be 'basic' or 'augmented', got {variant!r}")
         full = tuple(range(1, K + 1))
         slices = []
@@ -134,6 +140,13 @@ class Cumulants:
     @classmethod
     def standard_gaussian(cls, n: int, tracking: Tracking) -> "Cumulants":
         """Cumulants of :math:`\\mathcal N(0, I_n)` under ``tracking``."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Real):
+            raise TypeError(f"n must be an integer >= 1, got {n!r}")
+        if not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        if not isinstance(tracking, Tracking):
+            raise TypeError(f"tracking must be a Tracking, got {type(tracking).__name__}")
+        n = int(n)
         c = cls(np.zeros(n))
         for d in tracking.full:
             if d == 2:
@@ -264,6 +277,13 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
     (Cumulants, int)
         The new cumulants and the FLOPs spent.
     """
+    if not isinstance(c, Cumulants):
+        raise TypeError(f"c must be a Cumulants, got {type(c).__name__}")
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[1] != c.n:
+        raise ValueError(f"W must have shape (n_out, {c.n}) to act on c, got {W.shape}")
+    if b is not None and np.shape(b) != (W.shape[0],):
+        raise ValueError(f"b must have shape ({W.shape[0]},) like W's rows, got {np.shape(b)}")
     flops = 2 * W.shape[0] * W.shape[1]
     mean = W @ c.mean
     if b is not None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..testing import fit_loglog_slope
-from .mlp import RandomMLP, ground_truth, mse_over_var
-from .propagate import propagate
+from .mlp import RandomMLP, _check_bool, _check_int, ground_truth, mse_over_var
+from .propagate import VARIANTS, propagate
 
 __all__ = ["SweepTable", "sweep", "plot_mse_vs_flops", "plot_mse_vs_width", "plot_mse_vs_depth"]
 
@@ -46,7 +46,11 @@ class SweepTable:
         return list(dict.fromkeys(r["estimator"] for r in self.rows))
 
     def mean(self, key: str = "mse_over_var", **where) -> tuple[float, float, int]:
-        """Mean, standard error and count of ``key`` over the selected rows (over seeds)."""
+        """Mean, standard error and count of ``key`` over the selected rows (over seeds).
+
+        With a single row the standard error is undefined and returned as NaN (the count, 1,
+        says why); the plots draw no error bar for it.
+        """
         vals = np.array([r[key] for r in self.select(**where)], dtype=float)
         if vals.size == 0:
             raise ValueError(f"no rows match {where}")
@@ -121,6 +125,20 @@ class SweepTable:
                 fh.write(",".join(str(r[c]) for c in _COLUMNS) + "\n")
 
 
+def _as_list(seq, name: str) -> list:
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+        raise TypeError(f"{name} must be a sequence, got {type(seq).__name__}")
+    return list(seq)
+
+
+def _int_list(seq, name: str, minimum: int) -> list[int]:
+    """Each entry checked like a scalar argument, the message naming the sequence."""
+    out = []
+    for i, v in enumerate(_as_list(seq, name)):
+        out.append(_check_int(v, f"{name}[{i}]", minimum))
+    return out
+
+
 def _estimators(Ks, variants, factored):
     out = []
     for K in Ks:
@@ -158,7 +176,24 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     Returns
     -------
     SweepTable
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument (the message names it: ``widths``, ``Ks``, ``n_truth``, ...).
     """
+    widths = _int_list(widths, "widths", 1)
+    depths = _int_list(depths, "depths", 0)
+    seeds = _int_list(seeds, "seeds", 0)
+    Ks = _int_list(Ks, "Ks", 1)
+    if any(K > 4 for K in Ks):
+        raise ValueError(f"Ks must contain integers in 1..4, got {Ks!r}")
+    variants = _as_list(variants, "variants")
+    bad = [v for v in variants if not isinstance(v, str) or v not in VARIANTS]
+    if bad:
+        raise ValueError(f"variants must contain names from {VARIANTS}, got {bad[0]!r}")
+    factored = _check_bool(factored, "factored")
+    n_truth = _check_int(n_truth, "n_truth", 2)
     table = SweepTable()
     ests = _estimators(Ks, variants, factored)
     for width in widths:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .mlp import _check_mlp, _check_real
 from .nonlinear import nonlinear_step
 from .propagate import _check_estimator, propagate
 from .state import Tracking
@@ -58,21 +59,23 @@ def tail_probability(mlp, layer: int, theta: float, K: int = 2, variant: str = "
 
     Raises
     ------
+    TypeError
+        ``mlp`` is not a RandomMLP, ``theta`` or ``layer`` is not a number.
     ValueError
         Bad ``layer``, non-finite ``theta``, bad estimator.
+    FloatingPointError
+        The cumulants of the layer, or its mean minus ``theta``, overflow float64.
     """
+    _check_mlp(mlp)
     _check_estimator(K, variant, factored)
     if variant == "gaussian":
         raise ValueError("variant must be 'basic' or 'augmented' for tail probabilities")
-    if not np.isfinite(theta):
-        raise ValueError(f"theta must be finite, got {theta!r}")
-    if not (isinstance(layer, (int, np.integer)) and 1 <= layer <= mlp.depth + 1):
-        raise ValueError(f"layer must be an integer in 1..{mlp.depth + 1}, got {layer!r}")
+    theta = _check_real(theta, "theta")
+    layer = mlp._check_layer(layer)
     t0 = time.perf_counter()
-    run = propagate(mlp, K=K, variant=variant, factored=factored, upto=int(layer))
+    run = propagate(mlp, K=K, variant=variant, factored=factored, upto=layer)
     z = run.layers[-1]
-    a, flops = nonlinear_step(z, "step", Tracking.for_estimator(K, variant),
-                              bias_shift=-float(theta), mean_only=True)
+    a, flops = nonlinear_step(z, "step", Tracking.for_estimator(int(K), variant),
+                              bias_shift=-theta, mean_only=True, layer=layer)
     p = np.clip(a.mean, 0.0, 1.0)  # an Edgeworth sum can dip below 0 far in the tail
-    return TailEstimate(p, run.flops + flops, time.perf_counter() - t0, int(layer),
-                        float(theta))
+    return TailEstimate(p, run.flops + flops, time.perf_counter() - t0, layer, theta)

@@ -3,6 +3,7 @@
 import dataclasses
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -440,22 +441,36 @@ def test_package_imports_and_runs_without_dask():
 # bad input
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(width=0, depth=1), "width must be an integer >= 1, got 0"),
-    (dict(width=2.5, depth=1), "width must be an integer >= 1, got 2.5"),
-    (dict(width=True, depth=1), "width must be an integer >= 1, got True"),
-    (dict(width=4, depth=-1), "depth must be an integer >= 0, got -1"),
-    (dict(width=4, depth=1.0), "depth must be an integer >= 0, got 1.0"),
-    (dict(width=4, depth=1, init="xavier"), "init must be one of .* got 'xavier'"),
-    (dict(width=4, depth=1, bias_var=-0.1), "bias_var must be >= 0, got -0.1"),
-    (dict(width=4, depth=1, bias_var=math.nan), "bias_var must be a finite real number, got nan"),
-    (dict(width=4, depth=1, bias_var=math.inf), "bias_var must be a finite real number, got inf"),
-    (dict(width=4, depth=1, input_dim=0), "input_dim must be an integer >= 1, got 0"),
-    (dict(width=4, depth=1, output_dim="3"), "output_dim must be an integer >= 1, got '3'"),
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(width=0, depth=1), ValueError, "width must be an integer >= 1, got 0"),
+    (dict(width=2.5, depth=1), ValueError, "width must be an integer >= 1, got 2.5"),
+    (dict(width=50.7, depth=1), ValueError, "width must be an integer >= 1, got 50.7"),
+    (dict(width=True, depth=1), TypeError, "width must be an integer >= 1, got True"),
+    (dict(width=4, depth=-1), ValueError, "depth must be an integer >= 0, got -1"),
+    (dict(width=4, depth=1.0), ValueError, "depth must be an integer >= 0, got 1.0"),
+    (dict(width=4, depth=1, init="xavier"), ValueError, "init must be one of .* got 'xavier'"),
+    (dict(width=4, depth=1, bias_var=-0.1), ValueError, "bias_var must be >= 0, got -0.1"),
+    (dict(width=4, depth=1, bias_var=math.nan), ValueError,
+     "bias_var must be a finite real number, got nan"),
+    (dict(width=4, depth=1, bias_var=math.inf), ValueError,
+     "bias_var must be a finite real number, got inf"),
+    (dict(width=4, depth=1, bias_var=True), TypeError, "bias_var must be a finite real"),
+    (dict(width=4, depth=1, input_dim=0), ValueError, "input_dim must be an integer >= 1, got 0"),
+    (dict(width=4, depth=1, output_dim="3"), TypeError,
+     "output_dim must be an integer >= 1, got '3'"),
+    (dict(width=4, depth=1, seed=-1), ValueError, "seed must be an integer >= 0, got -1"),
+    (dict(width=4, depth=1, seed=1.5), ValueError, "seed must be an integer >= 0, got 1.5"),
+    (dict(width=4, depth=1, seed=True), TypeError, "seed must be an integer >= 0, got True"),
 ])
-def test_random_rejects_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_random_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
         RandomMLP.random(**kwargs)
+
+
+def test_random_accepts_numpy_integers():
+    a = RandomMLP.random(np.int64(5), np.int32(2), seed=np.uint8(3), input_dim=np.int64(2))
+    b = RandomMLP.random(5, 2, seed=3, input_dim=2)
+    assert a.widths == (5, 5) and a.fingerprint() == b.fingerprint()
 
 
 def test_from_weights_rejects_bad_arrays():
@@ -491,6 +506,8 @@ def test_methods_reject_bad_arguments(small):
             small.hidden(np.ones(3), layer)
         with pytest.raises(ValueError, match="layer must be"):
             small.truncated(layer)
+    with pytest.raises(TypeError, match="layer must be an integer in 1..3 .*True"):
+        small.hidden(np.ones(3), True)
     with pytest.raises(ValueError, match=r"theta must be a scalar or have shape \(5,\)"):
         small.tail_indicator(1, np.zeros(4))
     with pytest.raises(ValueError, match="theta must be finite"):
@@ -511,10 +528,18 @@ def test_methods_reject_bad_arguments(small):
         ground_truth(None, 10, progress=False)
 
 
-def test_cache_file_of_another_run_is_rejected(small, tmp_path):
+def test_cache_file_of_another_run_is_reported_and_recomputed(small, tmp_path):
     ground_truth(small, 600, seed=0, batch=200, cache_dir=tmp_path, progress=False)
     (path,) = tmp_path.iterdir()
     key = mod._cache_key(small, 700, 200, 0)
-    shutil.copy(path, tmp_path / f"ground_truth-{key[:32]}.npz")
-    with pytest.raises(ValueError, match="does not belong to this run"):
-        ground_truth(small, 700, seed=0, batch=200, cache_dir=tmp_path, progress=False)
+    target = tmp_path / f"ground_truth-{key[:32]}.npz"
+    shutil.copy(path, target)
+    with pytest.warns(mod.GroundTruthCacheWarning,
+                      match=f"{re.escape(str(target))} was written for another run "
+                            r"\(n_samples 600 \(this run 700\)\)"):
+        res = ground_truth(small, 700, seed=0, batch=200, cache_dir=tmp_path, progress=False)
+    assert _same(res, ground_truth(small, 700, seed=0, batch=200, progress=False))
+    with pytest.raises(mod.GroundTruthCacheError, match="bad_cache='recompute'"):
+        shutil.copy(path, target)
+        ground_truth(small, 700, seed=0, batch=200, cache_dir=tmp_path, progress=False,
+                     bad_cache="raise")
