@@ -18,6 +18,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
+from ._checks import check_int, check_real, check_seed
+
 __all__ = ["SpherePoints", "sphere_points", "sphere_regression", "digits_binary",
            "onehot_sequences"]
 
@@ -73,11 +75,12 @@ def sphere_points(n, d, min_angle=None, max_correlation=None, seed=0, max_iter=5
     n = _check_int(n, "n", 1)
     d = _check_int(d, "d", 2)
     target = _separation_target(min_angle, max_correlation, n)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
+    max_iter = _check_int(max_iter, "max_iter", 1)
     X = _uniform_sphere(rng, n, d)
     if target is not None:
         if _max_offdiag(X) > target:
-            X = _repel(X, target, _check_int(max_iter, "max_iter", 1),
+            X = _repel(X, target, max_iter,
                        "min_angle" if min_angle is not None else "max_correlation")
         X = _set_max_pair(X, target, rng)
     return SpherePoints(X, _max_offdiag(X) if n > 1 else float("nan"))
@@ -118,10 +121,10 @@ def sphere_regression(n_train, n_test, d, target="relu_ridge", noise=0.0, seed=0
     n_train = _check_int(n_train, "n_train", 1)
     n_test = _check_int(n_test, "n_test", 0)
     d = _check_int(d, "d", 2)
-    noise = float(noise)
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise must be finite and >= 0, got {noise!r}")
-    rng = np.random.default_rng(seed)
+    noise = check_real(noise, "noise", 0.0)
+    rng = np.random.default_rng(check_seed(seed))
+    if not isinstance(target, str):
+        raise TypeError(f"target must be 'relu_ridge' or 'harmonic', got {target!r}")
     if target == "relu_ridge":
         f = _relu_ridge_target(rng, d)
     elif target == "harmonic":
@@ -174,7 +177,7 @@ def digits_binary(n_train, n_test, seed=0):
     if n_train + n_test > len(digits):
         raise ValueError(f"n_train + n_test must be <= {len(digits)} (the digits set), "
                          f"got {n_train} + {n_test}")
-    order = np.random.default_rng(seed).permutation(len(digits))[: n_train + n_test]
+    order = np.random.default_rng(check_seed(seed)).permutation(len(digits))[: n_train + n_test]
     X = np.asarray(images, dtype=np.float64)[order]
     Y = np.where(np.asarray(digits)[order] >= 5, 1.0, -1.0)
     X -= X[:n_train].mean(axis=0)  # test inputs use the training mean: no test leakage
@@ -220,7 +223,7 @@ def onehot_sequences(n_train, n_test, vocab=8, length=6, seed=0):
     n_test = _check_int(n_test, "n_test", 0)
     vocab = _check_int(vocab, "vocab", 2)
     length = _check_int(length, "length", 1)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     cumulative = np.cumsum(rng.dirichlet(np.full(vocab, 0.5), size=vocab), axis=1)
     n = n_train + n_test
     tokens = np.empty((n, length + 1), dtype=np.intp)
@@ -260,11 +263,10 @@ def _separation_target(min_angle, max_correlation, n):
                    else ("max_correlation", max_correlation))
     if n < 2:
         raise ValueError(f"n must be >= 2 when {name} is given, got {n}")
-    value = float(value)
     if name == "min_angle":
-        if not 0.0 <= value <= np.pi:
-            raise ValueError(f"min_angle must be in [0, pi], got {value!r}")
-        value = float(np.cos(value))
+        value = float(np.cos(check_real(value, name, 0.0, np.pi)))
+    else:
+        value = check_real(value, name)
     lower = -1.0 / (n - 1)  # n unit vectors: sum_{i != j} rho_ij = |sum x|^2 - n >= -n
     if not lower - 1e-12 <= value <= 1.0:
         raise ValueError(f"{name} gives rho_max = {value!r}, outside [{lower:.6g}, 1] for "
@@ -332,6 +334,4 @@ def _harmonic_target(rng, d):
 
 
 def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return check_int(value, name, minimum)

@@ -46,27 +46,33 @@ import numpy as np
 import sympy as sp
 
 from ..activations import as_activation
+from ..errors import NoClosedFormError
 from ..families import TwoSlope
 from ..formula import Formula
+from ._checks import check_bool, check_int, check_real
 
 __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning",
            "angle_asymptotics", "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit"]
 
 _EPS = np.finfo(float).eps
+# layer variances the (q, rho) recursion accepts: q11 q22 must not overflow in the kernels
+_Q_MIN, _Q_MAX = float(np.finfo(float).tiny), 1e150
 
 
 class PrecisionWarning(UserWarning):
     """The float64 recursion can no longer resolve the requested quantity."""
 
 
-def _check_depth(depth) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-    return int(depth)
+def _check_depth(depth, name: str = "depth") -> int:
+    return check_int(depth, name, 1)
 
 
 def _check_rho(rho0) -> np.ndarray:
-    r = np.asarray(rho0, dtype=float)
+    raw = np.asarray(rho0)
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"rho0 must be a real number or an array of them, got {rho0!r} "
+                        f"(dtype {raw.dtype})")
+    r = raw.astype(float)
     if not np.all(np.isfinite(r)):
         raise ValueError(f"rho0 must be finite, got {rho0!r}")
     if np.any(np.abs(r) > 1):
@@ -137,16 +143,24 @@ def _series_terms(theta_max: float, c: float) -> int:
     return len(_G_COEFFS)
 
 
-def _float_ntk(r, depth, a, b):
+def _float_ntk(r, depth, a, b, half_sin=None):
     """The recursion with preallocated buffers.
 
     At 10^4 values a layer is ~15 ufunc calls and memory-bound, so the small-angle path keeps
     ``S = sin^2(theta/2) = (1 - rho)/2`` itself as the state (the next ``S`` is ``S`` minus the
     series term: no square and no halving) and folds the constants into the series.
+
+    ``half_sin``, if given, is ``sin(theta_0/2)`` computed by the caller without cancellation
+    (from ``|x - x'|`` for inputs on the sphere); ``r`` is then ignored. ``half_sin = 0`` (the
+    same input twice) keeps ``theta = 0`` and ``Theta-bar = 1`` exactly at every depth.
     """
     w = (a - b) ** 2 / (a * a + b * b)
     c = w / math.pi
-    theta, half_sin = _initial_angle(r)
+    if half_sin is None:
+        theta, half_sin = _initial_angle(r)
+    else:
+        theta = 2 * np.arcsin(half_sin)
+        r = 1.0 - 2.0 * half_sin * half_sin
     ntk = r.copy()
     t2, acc = np.empty_like(r), np.empty_like(r)
     S = None
@@ -219,25 +233,39 @@ def _mp_ntk(r, depth, a, b, dps):
 
 
 def _general_ntk(act, r, depth, weight_var, bias_var):
+    """Theta_12 / Theta_11 of the (q, rho) recursion, with Theta_11 kept as a log-scale.
+
+    On the sphere every input has the same variance q, so q is a scalar. Theta_11 grows like
+    chi_1^L in the chaotic phase (overflow beyond depth ~3000 for erf), so the recursion
+    carries u = Theta_12 / Theta_11 and log Theta_11 instead: nothing overflows, and the ratio
+    that is returned is never inf/inf.
+    """
     from ..kernels.numeric import dual_kernel_numeric
 
     if weight_var is None:
         second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
         weight_var = 1.0 / second
-    q = np.ones_like(r)
-    s12 = r.copy()
-    t11, t12 = np.ones_like(r), r.copy()
-    for _ in range(depth):
-        v11 = dual_kernel_numeric(act, q, q, q)
-        v12 = dual_kernel_numeric(act, q, s12, q)
-        d11 = dual_kernel_numeric(act, q, q, q, derivative=True)
-        d12 = dual_kernel_numeric(act, q, s12, q, derivative=True)
+    q, s12, u12, log_theta11 = 1.0, r.copy(), r.copy(), 0.0
+    for layer in range(1, depth + 1):
+        v11 = float(dual_kernel_numeric(act, q, q, q))
+        d11 = float(dual_kernel_numeric(act, q, q, q, derivative=True))
         q_new = weight_var * v11 + bias_var
+        if not _Q_MIN <= q_new <= _Q_MAX:
+            kind = "underflows" if q_new < _Q_MIN else "overflows"
+            raise (OverflowError if kind == "overflows" else FloatingPointError)(
+                f"the layer variance {kind} float64 at layer {layer} (weight_var={weight_var!r},"
+                f" bias_var={bias_var!r}); the normalized NTK of {act.label} cannot be resolved"
+                f" at depth {depth}: choose weight_var closer to 1/E[phi(G)^2]")
+        v12 = dual_kernel_numeric(act, q, s12, q)
+        d12 = dual_kernel_numeric(act, q, s12, q, derivative=True)
         s_new = weight_var * v12 + bias_var
-        t11 = t11 * weight_var * d11 + q_new
-        t12 = t12 * weight_var * d12 + s_new
+        inv = math.exp(-log_theta11)  # Theta_11 >= q > tiny: at most ~1/tiny
+        # Theta' = w V'(.) Theta + Sigma', divided through by the old Theta_11
+        a11 = weight_var * d11 + q_new * inv
+        u12 = (u12 * (weight_var * d12) + s_new * inv) / a11
+        log_theta11 += math.log(a11)
         q, s12 = q_new, s_new
-    return t12 / t11
+    return u12
 
 
 def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
@@ -255,11 +283,16 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
         ReLU-type (two-slope) activations use the exact angle recursion; any other registered
         activation runs the :math:`(q,\rho)` recursion with numeric dual kernels (float64 only).
     dps : int, optional
-        Decimal digits for an mpmath evaluation (two-slope activations); default float64.
+        Decimal digits for an mpmath evaluation (two-slope activations, ``bias_var = 0``);
+        default float64.
     weight_var, bias_var : float
-        For non-two-slope activations only: default ``1/E[phi(G)^2]`` and 0.
+        Weight and bias variance of the :math:`(q,\rho)` recursion: default
+        ``1/E[phi(G)^2]`` and 0. A two-slope activation without bias does not depend on
+        ``weight_var`` (positive homogeneity); with ``bias_var > 0`` it runs the
+        :math:`(q,\rho)` recursion too.
     return_error : bool
-        float64 path: also return a bound on the absolute rounding error.
+        float64 angle recursion (two-slope, no bias): also return a bound on the absolute
+        rounding error; ValueError for the other paths.
 
     Returns
     -------
@@ -274,8 +307,14 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
 
     Raises
     ------
+    TypeError
+        A non-integer ``depth``/``dps``, non-numeric ``rho0``, bool ``weight_var``.
     ValueError
-        ``depth < 1``, ``|rho0| > 1`` or non-finite, ``dps < 5``.
+        ``depth < 1``, ``|rho0| > 1`` or non-finite, ``dps < 5``, ``weight_var <= 0``,
+        ``bias_var < 0``.
+    OverflowError, FloatingPointError
+        ``(q, rho)`` recursion: the layer variance leaves float64 (``weight_var`` far from
+        ``1/E[phi(G)^2]``, no fixed point); the message names ``weight_var`` and the layer.
 
     Examples
     --------
@@ -287,20 +326,29 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
     """
     depth = _check_depth(depth)
     r = _check_rho(rho0)
+    if weight_var is not None:
+        weight_var = check_real(weight_var, "weight_var", 0.0, low_open=True)
+    bias_var = check_real(bias_var, "bias_var", 0.0)
+    return_error = check_bool(return_error, "return_error")
     act, slopes = _two_slope(act)
+    if bias_var > 0:
+        slopes = None  # the angle recursion is that of the bias-free network
     if dps is not None:
         if slopes is None:
-            raise ValueError(f"dps is available for ReLU-type activations only, not {act.label}")
-        if not isinstance(dps, (int, np.integer)) or dps < 5:
-            raise ValueError(f"dps must be an integer >= 5, got {dps!r}")
+            raise ValueError(f"dps is available for ReLU-type activations without bias only, "
+                             f"not {act.label} with bias_var={bias_var!r}")
+        dps = check_int(dps, "dps", 5)
         vals = [_mp_ntk(float(x), depth, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
         if r.ndim == 0:
             return vals[0]
         return np.array(vals, dtype=object).reshape(r.shape)
     if slopes is None:
+        if return_error:  # no rounding bound is known for the quadrature recursion
+            raise ValueError(f"return_error=True needs the angle recursion of a ReLU-type "
+                             f"activation without bias, not {act.label} with "
+                             f"bias_var={bias_var!r}")
         out = _general_ntk(act, np.atleast_1d(r).astype(float), depth, weight_var, bias_var)
-        out = out.reshape(r.shape)
-        return (out, np.full(r.shape, np.nan)) if return_error else out
+        return out.reshape(r.shape)
     value, _ = _float_ntk(np.atleast_1d(r).astype(float), depth, *slopes)
     err = _float_error_bound(depth, value)
     limit = float(_limit_value(*slopes))
@@ -443,6 +491,7 @@ def angle_asymptotics(act="relu", order: int = 2) -> sp.Expr:
     >>> angle_asymptotics("relu")
     6*pi/(2*h + 3*log(h))
     """
+    order = check_int(order, "order", 1)
     lim = depth_limit(act)
     h = sp.Symbol("h", positive=True)
     den = h + (lim.epsilon / lim.beta**2) * sp.log(h) if order >= 2 else h
@@ -467,7 +516,12 @@ def correction_fit(rho0: float, depths, act="relu") -> CorrectionFit:
     >>> round(fit.A, 2), round(fit.c, 2)      # A -> 3/8; c -> 1.234 as the depths grow
     (0.38, 1.19)
     """
-    depths = np.array(sorted(int(_check_depth(d)) for d in depths))
+    if not np.iterable(depths):
+        raise TypeError(f"depths must be a sequence of integers >= 1, got {depths!r}")
+    depths = np.array(sorted({_check_depth(d, "depths") for d in depths}))
+    if depths.size < 2:
+        raise ValueError(f"depths must hold at least two distinct depths (a line is fitted), "
+                         f"got {depths.tolist()}")
     lim = float(depth_limit(act).value)
     r = float(_check_rho(rho0))
     _, slopes = _two_slope(act)
@@ -536,6 +590,15 @@ def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: fl
     \Theta_{12}+\rho^*q^*` have the fixed-point ratio :math:`\rho^*(1-\chi_1)/(1-\chi_{12})`
     when both gains are below one.
 
+    Raises
+    ------
+    ValueError
+        ``weight_var`` without a variance fixed point in :math:`[10^{-12}, 10^{150}]` reached
+        from q = 1 (e.g. ReLU with ``weight_var != 2``: q grows or decays geometrically),
+        ``tol <= 0``, ``|rho0| > 1``.
+    NoClosedFormError
+        The activation is critical but :func:`depth_limit` has no closed form for it.
+
     Examples
     --------
     >>> p = phase_limit("erf")
@@ -548,22 +611,33 @@ def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: fl
 
     act = as_activation(act)
     r = float(_check_rho(rho0))
+    tol = check_real(tol, "tol", 0.0, low_open=True)
     second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
-    w = 1.0 / second if weight_var is None else float(weight_var)
-    if not (np.isfinite(w) and w > 0):
-        raise ValueError(f"weight_var must be finite and > 0, got {weight_var!r}")
-    q = 1.0
+    w = 1.0 / second if weight_var is None else check_real(weight_var, "weight_var", 0.0,
+                                                               low_open=True)
+    q, converged = 1.0, False
     for _ in range(2000):  # variance fixed point (1 by construction for the default)
         q_new = w * float(dual_kernel_numeric(act, q, q, q))
+        if not 1e-12 < q_new <= _Q_MAX:
+            break  # no positive finite fixed point: q grows or dies out geometrically
         if abs(q_new - q) < 1e-14 * max(1.0, q):
+            converged = True
             break
         q = q_new
+    if not converged:
+        raise ValueError(f"weight_var={weight_var!r}: the variance map q -> weight_var E[phi("
+                         f"sqrt(q) G)^2] of {act.label} has no fixed point q* in [1e-12, 1e150] "
+                         f"reached from q = 1 (the kernels are those of q* and need one); "
+                         f"the default weight_var = 1/E[phi(G)^2] has q* = 1")
     chi1 = w * float(dual_kernel_numeric(act, q, q, q, derivative=True))
     if abs(chi1 - 1) < tol:
         try:
             lim = float(depth_limit(act).value)
-        except ValueError:
-            lim = float("nan")
+        except ValueError as exc:
+            raise NoClosedFormError(f"{act.label} is critical (chi1 = {chi1:.6g}) but its depth "
+                                    f"limit has no closed form ({exc}); evaluate "
+                                    f"normalized_ntk(rho0, depth, act) at large depth "
+                                    f"instead") from exc
         return PhaseLimit("critical", chi1, chi1, 1.0, lim, None)
     rho = r
     for _ in range(20000):

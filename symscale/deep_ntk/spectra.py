@@ -32,17 +32,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-import warnings
-
 from ..activations import as_activation
 from ..kernels.recursions import mlp_kernels
-from .depth import PrecisionWarning, _step, normalized_ntk
+from ._checks import check_bool, check_real, check_int, real_array, row_norms
+from .depth import _float_ntk, _step
 
 __all__ = ["ntk_matrix", "limit_matrix", "spectrum_vs_depth", "depth_scale",
            "gradient_flow_predictor", "test_error_grid", "DepthSpectrum", "DepthScale",
            "GradientFlow", "TestErrorGrid"]
 
 _UNIT_TOL = 1e-8  # |‖x‖ - 1| allowed for inputs that must lie on the sphere
+_PAIR_BLOCK = 4096  # close pairs handled per block in ntk_matrix
 
 
 class DepthSpectrum(NamedTuple):
@@ -108,11 +108,17 @@ def ntk_matrix(X, depth, activation="relu", normalized=True, normalize=False):
 
     Notes
     -----
-    ReLU runs the angle recursion of :func:`symscale.deep_ntk.normalized_ntk` on the input
-    correlations (accurate in float64 beyond depth 1e5). Other activations use
+    ReLU runs the angle recursion of :func:`symscale.deep_ntk.normalized_ntk` on the angles
+    between the rows (accurate in float64 beyond depth 1e5). The rows are first projected onto
+    the sphere (the normalized ReLU NTK depends on the angle only), and the angle of a close
+    pair is computed from :math:`\|x-x'\|`, not from :math:`1-x^\top x'` (which fixes an angle
+    below 1e-8 to no digit at all). Other activations use
     ``mlp_kernels(X * sqrt(d/2), depth, weight_var=2)``: the input kernel ``2 X X^T / d`` of
     :func:`symscale.kernels.input_kernel` then equals :math:`XX^\top` (unit diagonal); that
     recursion iterates correlations, accurate to about 1e-8 up to depth ~1e4.
+
+    Identical rows of X (``-0.0`` and ``0.0`` count as equal) give bit-identical rows and
+    columns: the kernel is computed once per distinct row.
 
     Examples
     --------
@@ -123,24 +129,57 @@ def ntk_matrix(X, depth, activation="relu", normalized=True, normalize=False):
     """
     X = _sphere_inputs(X, "X", normalize)
     depth = _check_depth(depth, "depth")
+    normalized = check_bool(normalized, "normalized")
     act = as_activation(activation)
+    # identical inputs must give identical rows and columns, bit for bit: the kernel is
+    # computed once per distinct row and copied (+ 0.0 makes -0.0 and 0.0 one input)
+    _, first, inv = np.unique(X + 0.0, axis=0, return_index=True, return_inverse=True)
+    duplicated = first.size < X.shape[0]
+    if duplicated:
+        X = X[first]
     if act.name == "relu":
-        # the angle recursion of symscale.deep_ntk.depth: exact in float64 to depth 1e5+
-        rho = np.clip(X @ X.T, -1.0, 1.0)
-        # duplicated rows: their product rounds to 1 - O(eps); keep them exactly identical
-        rho[rho > 1.0 - 8 * np.finfo(float).eps] = 1.0
-        np.fill_diagonal(rho, 1.0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrecisionWarning)  # near-duplicate rows are data
-            theta = normalized_ntk(rho, depth)
-        np.fill_diagonal(theta, 1.0)
-        return theta if normalized else (depth + 1) * theta
-    _, theta = mlp_kernels(X * np.sqrt(X.shape[1] / 2.0), depth, act,
-                           weight_var=2.0, bias_var=0.0, ntk=True)
-    if normalized:
-        s = np.sqrt(np.diag(theta))
-        theta = theta / np.multiply.outer(s, s)
-        np.fill_diagonal(theta, 1.0)  # exact: the normalized diagonal is 1 by definition
+        theta = _relu_ntk(X, depth)
+        if not normalized:
+            theta *= depth + 1
+    else:
+        _, theta = mlp_kernels(X * np.sqrt(X.shape[1] / 2.0), depth, act,
+                               weight_var=2.0, bias_var=0.0, ntk=True)
+        if normalized:
+            s = np.sqrt(np.diag(theta))
+            theta = theta / np.multiply.outer(s, s)
+            np.fill_diagonal(theta, 1.0)  # exact: the normalized diagonal is 1 by definition
+    return theta[np.ix_(inv.ravel(), inv.ravel())] if duplicated else theta
+
+
+def _relu_ntk(X, depth):
+    """Normalized ReLU NTK of distinct rows: the angle recursion on the upper triangle.
+
+    The rows are projected onto the sphere (the normalized NTK of a bias-free ReLU network
+    depends on the angle only), and the angle of a close pair comes from
+    ``sin(theta/2) = |x - x'| / 2`` instead of ``1 - x.x'``, which keeps no digit of a small
+    angle: x.x' rounded to ``1 - eps/2`` means theta = 1.5e-8 and, at depth 1e4, a
+    normalized NTK 2.4e-5 below its value 1 for theta = 0.
+    """
+    n = X.shape[0]
+    if n == 1:
+        return np.ones((1, 1))
+    U = X / row_norms(X)[:, None]
+    i, j = np.triu_indices(n, 1)
+    rho = np.clip((U @ U.T)[i, j], -1.0, 1.0)
+    half_sin = np.sqrt(np.clip((1.0 - rho) / 2.0, 0.0, 1.0))
+    # 1 - rho carries an absolute error eps, i.e. a relative error eps/theta^2 in the angle:
+    # close pairs (theta < 0.014, below 1e-12 relative elsewhere) take the chord instead;
+    # 2 atan2(|x - x'|, |x + x'|) is the angle even when the norms differ from 1 by eps
+    near = np.flatnonzero(rho > 1.0 - 1e-4)
+    for s0 in range(0, near.size, _PAIR_BLOCK):  # blocks bound the (pairs, d) temporaries
+        k = near[s0:s0 + _PAIR_BLOCK]
+        a, b = U[i[k]], U[j[k]]
+        half_sin[k] = np.sin(np.arctan2(row_norms(a - b), row_norms(a + b)))
+    values, _ = _float_ntk(rho, depth, 0.0, 1.0, half_sin=half_sin)
+    theta = np.empty((n, n))
+    theta[i, j] = values
+    theta[j, i] = values
+    np.fill_diagonal(theta, 1.0)
     return theta
 
 
@@ -276,7 +315,8 @@ def gradient_flow_predictor(K_train, K_test_train, Y, t, lr=1.0, f0_train=None, 
     t : float or array_like of float
         Times >= 0. A scalar gives results without the time axis.
     lr : float
-        Learning rate :math:`\eta>0` (only :math:`\eta t` matters).
+        Learning rate :math:`\eta>0` (only :math:`\eta t` matters; :math:`\eta t` may
+        overflow to inf: that is the :math:`t\to\infty` limit, computed without NaN).
     f0_train, f0_test : array_like, optional
         Outputs at initialization on the training/test points (default 0), shaped like Y.
 
@@ -284,6 +324,16 @@ def gradient_flow_predictor(K_train, K_test_train, Y, t, lr=1.0, f0_train=None, 
     -------
     GradientFlow
         ``(f_test, f_train, residual)`` with shapes (T, m[, k]), (T, n[, k]), (T, n[, k]).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric arrays, a bool or non-numeric ``lr``.
+    ValueError
+        Bad shapes, non-finite entries, a non-PSD or non-symmetric ``K_train``, ``t < 0``,
+        ``lr <= 0``.
+    OverflowError
+        The predictions themselves exceed float64 (kernels or targets too large): rescale.
 
     Notes
     -----
@@ -314,9 +364,7 @@ def gradient_flow_predictor(K_train, K_test_train, Y, t, lr=1.0, f0_train=None, 
     K, n = _check_gram(K_train)
     Y, squeeze_k = _as_targets(Y, n, "Y")
     times, scalar_t = _check_times(t)
-    lr = float(lr)
-    if not np.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    lr = check_real(lr, "lr", 0.0, low_open=True)
     f0_train = 0.0 if f0_train is None else _as_targets(f0_train, n, "f0_train", Y.shape[1])[0]
     lam, U = np.linalg.eigh(K)
     if lam[0] < -1e-8 * max(np.abs(lam).max(), np.finfo(float).tiny):
@@ -324,18 +372,25 @@ def gradient_flow_predictor(K_train, K_test_train, Y, t, lr=1.0, f0_train=None, 
                          f"{lam[0]:.3g} (largest {lam[-1]:.3g})")
     null = lam <= n * np.finfo(float).eps * max(lam[-1], 0.0)  # zero up to round-off
     lam[null] = 0.0
-    c = U.T @ (Y - f0_train)                       # (n, k)
-    z = lr * times[:, None] * lam[None, :]         # (T, n)
-    residual = U @ (np.exp(-z)[:, :, None] * c)    # (T, n, k)
-    f_train = Y - residual
-    f_test = None
-    if K_test_train is not None:
-        Kx = _check_cross(K_test_train, n)
-        f0_test = (0.0 if f0_test is None
-                   else _as_targets(f0_test, Kx.shape[0], "f0_test", Y.shape[1])[0])
-        phi = lr * times[:, None] * _one_minus_exp_ratio(z)  # (1 - e^{-z}) / lambda, finite
-        phi[:, null] = 0.0  # Theta(x, X) u = 0 on the null space (see Notes)
-        f_test = f0_test + Kx @ (U @ (phi[:, :, None] * c))
+    Kx = None if K_test_train is None else _check_cross(K_test_train, n)
+    if Kx is not None and f0_test is not None:
+        f0_test = _as_targets(f0_test, Kx.shape[0], "f0_test", Y.shape[1])[0]
+    # eta t lambda = inf is the t -> inf limit (e^{-z} = 0); eta t = inf is used only where
+    # z > 1 (see _phi); an overflow of the results themselves is reported below
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = U.T @ (Y - f0_train)                       # (n, k)
+        z = times[:, None] * (lr * lam)[None, :]       # (T, n); exactly 0 on the null space
+        residual = U @ (np.exp(-z)[:, :, None] * c)    # (T, n, k)
+        f_train = Y - residual
+        f_test = None
+        if Kx is not None:
+            phi = _phi(z, lam, lr * times)  # (1 - e^{-z}) / lambda, finite
+            phi[:, null] = 0.0  # Theta(x, X) u = 0 on the null space (see Notes)
+            f_test = (0.0 if f0_test is None else f0_test) + Kx @ (U @ (phi[:, :, None] * c))
+    if not all(np.all(np.isfinite(a)) for a in (residual, f_train, f_test) if a is not None):
+        raise OverflowError("the predictions overflow float64 (K_train, K_test_train and Y of "
+                            "magnitude up to "
+                            f"{max(np.abs(K).max(), np.abs(Y).max()):.3g}); rescale them")
     out = [f_test, f_train, residual]
     if squeeze_k:
         out = [None if a is None else a[..., 0] for a in out]
@@ -414,11 +469,23 @@ test_error_grid.__test__ = False  # a library function, not a pytest test
 
 # --- helpers ---------------------------------------------------------------------------------
 
-def _one_minus_exp_ratio(z):
-    """g(z) = (1 - e^{-z}) / z with g(0) = 1, for z >= 0 (elementwise, no division by 0)."""
-    out = np.ones_like(z)
-    pos = z > 0
-    out[pos] = -np.expm1(-z[pos]) / z[pos]
+def _phi(z, lam, eta_t):
+    """(1 - e^{-z}) / lambda with z = eta t lambda, finite for every z >= 0 (inf included).
+
+    Small z: eta t g(z) with g(z) = -expm1(-z)/z, g(0) = 1 (no division by a small lambda);
+    z > 1: -expm1(-z) / lambda directly, since eta t itself may overflow (eta t = inf, z = inf
+    gives 1/lambda, the t -> inf limit).
+    """
+    out = np.empty_like(z)
+    small = z <= 1.0
+    eta_t = np.broadcast_to(eta_t[:, None], z.shape)
+    zs = z[small]
+    g = np.ones_like(zs)
+    pos = zs > 0
+    g[pos] = -np.expm1(-zs[pos]) / zs[pos]
+    out[small] = eta_t[small] * g
+    big = ~small
+    out[big] = -np.expm1(-z[big]) / np.broadcast_to(lam[None, :], z.shape)[big]
     return out
 
 
@@ -429,12 +496,13 @@ def _mse(f, Y):
 
 
 def _sphere_inputs(X, name, normalize):
-    X = np.array(X, dtype=np.float64)
+    normalize = check_bool(normalize, "normalize")
+    X = real_array(X, name)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"{name} must be an (n, d) array with n, d >= 1, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name} must be finite")
-    norms = np.linalg.norm(X, axis=1)
+    norms = row_norms(X)  # no underflow for rows of 1e-200, no overflow for 1e200
     if normalize:
         if np.any(norms == 0):
             raise ValueError(f"{name} has a zero row, which has no direction on the sphere")
@@ -447,12 +515,12 @@ def _sphere_inputs(X, name, normalize):
 
 
 def _check_depth(depth, name):
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {depth!r}")
-    return int(depth)
+    return check_int(depth, name, 1)
 
 
 def _check_depths(depths):
+    if isinstance(depths, (str, bytes)):
+        raise TypeError(f"depths must be a sequence of integers >= 1, got {depths!r}")
     arr = np.atleast_1d(np.asarray(depths))
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) \
             or np.any(arr < 1):
@@ -462,7 +530,10 @@ def _check_depths(depths):
 
 
 def _check_times(t):
-    arr = np.asarray(t, dtype=np.float64)
+    raw = np.asarray(t)
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"t must be a finite time >= 0 or a 1-d array of them, got {t!r}")
+    arr = raw.astype(np.float64)
     scalar = arr.ndim == 0
     arr = np.atleast_1d(arr)
     if arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
@@ -471,7 +542,7 @@ def _check_times(t):
 
 
 def _check_gram(K):
-    K = np.array(K, dtype=np.float64)
+    K = real_array(K, "K_train")
     if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] < 1:
         raise ValueError(f"K_train must be a square (n, n) matrix, got shape {K.shape}")
     if not np.all(np.isfinite(K)):
@@ -483,7 +554,7 @@ def _check_gram(K):
 
 
 def _check_cross(Kx, n):
-    Kx = np.array(Kx, dtype=np.float64)
+    Kx = real_array(Kx, "K_test_train")
     if Kx.ndim != 2 or Kx.shape[1] != n:
         raise ValueError(f"K_test_train must have shape (m, {n}), got {Kx.shape}")
     if not np.all(np.isfinite(Kx)):
@@ -493,7 +564,7 @@ def _check_cross(Kx, n):
 
 def _as_targets(Y, n, name, k=None):
     """Targets as an (n, k) float64 array plus whether a 1-d vector was passed (k = 1)."""
-    Y = np.array(Y, dtype=np.float64)
+    Y = real_array(Y, name)
     if Y.ndim not in (1, 2) or Y.shape[0] != n or (k is not None and Y.size != n * k):
         want = f"({n},)" + ("" if k in (None, 1) else f" or ({n}, {k})")
         if k is None:

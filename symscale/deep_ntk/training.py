@@ -39,7 +39,6 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -47,6 +46,7 @@ import numpy as np
 from scipy.linalg import blas
 
 from ..activations import Activation, as_activation
+from ._checks import check_int, check_real, check_seed, real_array
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
            "linearized_movement", "empirical_ntk"]
@@ -91,16 +91,24 @@ class NTKMLP:
     weight_std: float = math.sqrt(2.0)
 
     def __post_init__(self):
-        weights = tuple(np.asarray(W, dtype=float) for W in self.weights)
-        readout = np.asarray(self.readout, dtype=float)
+        if isinstance(self.weights, np.ndarray) or not np.iterable(self.weights):
+            raise TypeError(f"weights must be a sequence of 2-D arrays, got "
+                            f"{type(self.weights).__name__}")
+        weights = tuple(real_array(W, "weights") for W in self.weights)
+        readout = real_array(self.readout, "readout")
         shapes = [W.shape for W in weights]
         if not weights or any(len(a) != 2 for a in shapes) or any(
                 a[0] != b[1] for a, b in zip(shapes, shapes[1:])):
             raise ValueError(f"weights must be 2-D with chained shapes (n_l, n_(l-1)), got {shapes}")
+        if any(min(a) < 1 for a in shapes):
+            raise ValueError(f"weights must have widths and input dimension >= 1, got {shapes}")
         if readout.shape != (shapes[-1][0],):
             raise ValueError(f"readout must have shape ({shapes[-1][0]},), got {readout.shape}")
-        if not (math.isfinite(self.weight_std) and self.weight_std > 0):
-            raise ValueError(f"weight_std must be positive and finite, got {self.weight_std!r}")
+        for name, arrays in (("weights", weights), ("readout", (readout,))):
+            if not all(np.all(np.isfinite(a)) for a in arrays):
+                raise ValueError(f"{name} contains NaN or infinite entries")
+        object.__setattr__(self, "weight_std",
+                           check_real(self.weight_std, "weight_std", 0.0, low_open=True))
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "readout", readout)
         object.__setattr__(self, "activation", as_activation(self.activation))
@@ -109,9 +117,9 @@ class NTKMLP:
     def init(cls, d_in: int, width: int, depth: int, activation="relu",
              weight_std: float = math.sqrt(2.0), seed: int = 0) -> NTKMLP:
         """Random initialization: every parameter i.i.d. N(0, 1) from ``default_rng(seed)``."""
-        for name, value in (("d_in", d_in), ("width", width), ("depth", depth)):
-            _check_int(name, value, 1)
-        rng = np.random.default_rng(seed)
+        d_in, width, depth = (check_int(value, name, 1) for name, value in
+                              (("d_in", d_in), ("width", width), ("depth", depth)))
+        rng = np.random.default_rng(check_seed(seed))
         fan_in = [d_in] + [width] * (depth - 1)
         weights = tuple(rng.standard_normal((width, m)) for m in fan_in)
         return cls(weights, rng.standard_normal(width), activation, weight_std)
@@ -145,8 +153,16 @@ class NTKMLP:
         return self.weight_std / math.sqrt(self.weights[l].shape[1])
 
     def forward(self, X):
-        """Outputs ``f (N,)`` and the hidden activations ``[h^1, ..., h^L]``, each ``(N, n_l)``."""
-        f, _, H = self._forward(_as_inputs(X, self.d_in, "X"))
+        """Outputs ``f (N,)`` and the hidden activations ``[h^1, ..., h^L]``, each ``(N, n_l)``.
+
+        Raises OverflowError when the outputs leave float64 (inputs or weights too large).
+        """
+        X = _as_inputs(X, self.d_in, "X")
+        with np.errstate(over="ignore", invalid="ignore"):  # reported below, by name
+            f, _, H = self._forward(X)
+        if not np.all(np.isfinite(f)):
+            raise OverflowError(f"the outputs overflow float64 for X of magnitude up to "
+                                f"{np.abs(X).max():.3g}; rescale X")
         return f, H[1:]
 
     def _forward(self, X):
@@ -172,7 +188,7 @@ class NTKMLP:
 
 
 def _as_inputs(X, d_in: int, name: str) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
+    X = real_array(X, name)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] != d_in:
         raise ValueError(f"{name} must have shape (N, {d_in}) with N >= 1, got {X.shape}")
     if not np.all(np.isfinite(X)):
@@ -181,7 +197,7 @@ def _as_inputs(X, d_in: int, name: str) -> np.ndarray:
 
 
 def _as_targets(Y, N: int) -> np.ndarray:
-    Y = np.asarray(Y, dtype=float)
+    Y = real_array(Y, "Y")
     if Y.shape not in ((N,), (N, 1)):
         raise ValueError(f"Y must have shape ({N},) to match X, got {Y.shape}")
     if not np.all(np.isfinite(Y)):
@@ -189,22 +205,22 @@ def _as_targets(Y, N: int) -> np.ndarray:
     return Y.reshape(N)
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+def _check_model(model):
+    if not isinstance(model, NTKMLP):
+        raise TypeError(f"model must be an NTKMLP, got {type(model).__name__}")
 
 
 def _check_schedule(lr, steps, record_every):
     """Validate the GD schedule; return the recorded step indices."""
-    if isinstance(lr, bool) or not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    _check_int("steps", steps, 0)
-    _check_int("record_every", record_every, 1)
+    check_real(lr, "lr", 0.0, low_open=True)
+    steps = check_int(steps, "steps", 0)
+    record_every = check_int(record_every, "record_every", 1)
     return np.array(sorted(set(range(0, steps + 1, record_every)) | {steps}))  # always the end
 
 
 def _validate(model, X, Y, lr, steps, record_every, X_eval):
     """Checked (record times, X, Y, X_eval or None) shared by train_gd and linearized_movement."""
+    _check_model(model)
     times = _check_schedule(lr, steps, record_every)
     X = _as_inputs(X, model.d_in, "X")
     Y = _as_targets(Y, X.shape[0])
@@ -325,6 +341,8 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
 
     Raises
     ------
+    TypeError
+        ``model`` is not an NTKMLP; bool or non-numeric ``lr``, ``steps``, ``record_every``.
     ValueError
         Invalid ``lr``, ``steps``, ``record_every``, shapes, or non-finite data (named).
     FloatingPointError
@@ -344,7 +362,7 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     >>> train_gd(NTKMLP.init(2, 8, 1), X, Y, lr=-1.0, steps=1)
     Traceback (most recent call last):
     ...
-    ValueError: lr must be a positive finite number, got -1.0
+    ValueError: lr must be a finite real number > 0, got -1.0
     """
     times, X, Y, X_eval = _validate(model, X, Y, lr, steps, record_every, X_eval)
     recorded = set(times.tolist())
@@ -442,11 +460,17 @@ def empirical_ntk(model: NTKMLP, X, X2=None) -> np.ndarray:
     >>> K.shape, bool(np.allclose(K, K.T)), bool(np.all(np.linalg.eigvalsh(K) > 0))
     ((3, 3), True, True)
     """
+    _check_model(model)
     X = _as_inputs(X, model.d_in, "X")
     X2 = X if X2 is None else _as_inputs(X2, model.d_in, "X2")
-    _, G, H = model._forward(X)
-    _, G2, H2 = (None, G, H) if X2 is X else model._forward(X2)
-    return _ntk_from_parts(model, G, H, G2, H2)
+    with np.errstate(over="ignore", invalid="ignore"):  # reported below, by name
+        _, G, H = model._forward(X)
+        _, G2, H2 = (None, G, H) if X2 is X else model._forward(X2)
+        theta = _ntk_from_parts(model, G, H, G2, H2)
+    if not np.all(np.isfinite(theta)):
+        raise OverflowError("the empirical NTK overflows float64 for inputs of magnitude up to "
+                            f"{max(np.abs(X).max(), np.abs(X2).max()):.3g}; rescale X")
+    return theta
 
 
 def _tangents(model: NTKMLP, fwd_X, fwd_E):

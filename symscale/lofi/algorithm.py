@@ -44,6 +44,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from ..activations import as_activation
+from ..deep_ntk._checks import check_bool, check_int, check_real, check_seed, safe_rms
 from ..kernels import dual_kernel_numeric
 from . import readout as ro
 
@@ -56,6 +57,8 @@ _EXACT_MAX = 3000  # "auto": exact solvers up to this min(n, P), eigsh beyond (f
 
 def _check_y(y, n):
     y = np.asarray(y)
+    if y.dtype.kind == "c" or y.dtype.kind == "O":
+        raise TypeError(f"y must be a 1-D array of labels, got dtype {y.dtype}")
     if y.ndim != 1:
         raise ValueError(f"y must be a 1-D array of labels, got shape {y.shape}")
     if len(y) != n:
@@ -74,6 +77,14 @@ def _pm1(y):
                          f" to one-vs-rest), got labels {labels}; map them first, e.g. "
                          f"y = np.where(y == {labels[-1]!r}, 1, -1)")
     return y.astype(float)
+
+
+def _weights(y, n):
+    """Label weights of the filters: a finite real vector of length n."""
+    y = ro._targets(y, n)
+    if y.ndim != 1:
+        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    return y
 
 
 def _signed(F, *mats):
@@ -171,11 +182,13 @@ def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "aut
     >>> np.allclose(a.eigenvalues, b.eigenvalues), np.allclose(a.features, b.features)
     (True, True)
     """
-    Z, y = np.asarray(Z, dtype=float), np.asarray(y, dtype=float)
+    Z = ro._matrix(Z, "Z")
     n, P = Z.shape
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= P:
-        raise ValueError(f"k must be an integer in [1, P={P}], got {k!r}")
-    if eig not in _EIG_METHODS:
+    y = _weights(y, n)
+    k = check_int(k, "k", 1, P)
+    first_moment = check_bool(first_moment, "first_moment")
+    seed = check_seed(seed)
+    if not isinstance(eig, str) or eig not in _EIG_METHODS:
         raise ValueError(f"eig must be one of {_EIG_METHODS}, got {eig!r}")
     m = min(n, P)
     if eig == "auto":
@@ -224,13 +237,19 @@ class KernelFilter:
     features: np.ndarray
 
 
+def _check_clip(clip) -> float:
+    # 0 < clip: the floor is divided by; clip <= 1: a floor above the largest eigenvalue
+    # would change every eigenvalue
+    return check_real(clip, "clip", 0.0, 1.0, low_open=True)
+
+
 def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-6) -> KernelFilter:
     r"""Kernel form of :func:`spectral_filter` on an n x n Gram matrix ``G``.
 
     Eigenvalues of ``G`` below ``clip * max`` are raised to it (rank-deficient G, e.g. P < n:
-    a regularized pseudo-inverse square root instead of an unbounded one). The first-moment
-    direction is the RKHS version of the finite one: :math:`a_u = y/n - AA^\top Gy/n`,
-    normalized to unit RKHS norm.
+    a regularized pseudo-inverse square root instead of an unbounded one); ``0 < clip <= 1``.
+    The first-moment direction is the RKHS version of the finite one:
+    :math:`a_u = y/n - AA^\top Gy/n`, normalized to unit RKHS norm.
 
     Examples
     --------
@@ -242,15 +261,21 @@ def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-
     >>> np.allclose(kf.eigenvalues, sf.eigenvalues), np.allclose(kf.features, sf.features)
     (True, True)
     """
-    G, y = np.asarray(G, dtype=float), np.asarray(y, dtype=float)
+    G = ro._matrix(G, "G")
     n = G.shape[0]
-    ro._matrix(G, "G", n)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
-        raise ValueError(f"k must be an integer in [1, n={n}], got {k!r}")
+    G = ro._matrix(G, "G", n)  # square
+    y = _weights(y, n)
+    k = check_int(k, "k", 1, n)
+    first_moment = check_bool(first_moment, "first_moment")
+    clip = _check_clip(clip)
     d, U = np.linalg.eigh((G + G.T) / 2)
     if d[-1] <= 0:
         raise ValueError("G must have a positive eigenvalue (a nonzero PSD Gram matrix)")
-    d = np.maximum(d, clip * d[-1])
+    floor = clip * d[-1]
+    if not floor > 0:  # clip * largest eigenvalue underflows: 1/sqrt(0) below
+        raise ValueError(f"clip * largest eigenvalue of G underflows to 0 (clip={clip!r}, "
+                         f"largest {d[-1]!r}); increase clip or rescale G")
+    d = np.maximum(d, floor)
     root = (U * np.sqrt(d)) @ U.T
     M = root @ (y[:, None] * root) / n
     vals, B = _by_magnitude(*np.linalg.eigh((M + M.T) / 2))
@@ -320,12 +345,16 @@ def variational_check(Z_or_G, y, V, kind: str = "finite", n_random: int = 1000,
     >>> variational_check(Z, y, V[:, ::-1], n_random=200).passed
     False
     """
-    A, y, V = (np.asarray(a, dtype=float) for a in (Z_or_G, y, V))
-    n, finite = len(y), kind == "finite"
-    if kind not in ("finite", "kernel"):
+    if not isinstance(kind, str) or kind not in ("finite", "kernel"):
         raise ValueError(f"kind must be 'finite' or 'kernel', got {kind!r}")
-    if A.shape[0] != n or V.ndim != 2 or V.shape[0] != A.shape[1]:
+    A, V = ro._matrix(Z_or_G, "Z_or_G"), ro._matrix(V, "V")
+    n, finite = A.shape[0], kind == "finite"
+    y = _weights(y, n)
+    if V.shape[0] != A.shape[1]:
         raise ValueError(f"shapes do not match: Z_or_G {A.shape}, y {y.shape}, V {V.shape}")
+    n_random, n_optimized, n_iter = (check_int(v, name, 1) for name, v in (
+        ("n_random", n_random), ("n_optimized", n_optimized), ("n_iter", n_iter)))
+    seed, rtol = check_seed(seed), check_real(rtol, "rtol", 0.0)
 
     def metric(X):  # the inner product: Euclidean, or a^T G b in the RKHS
         return X if finite else A @ X
@@ -338,6 +367,11 @@ def variational_check(Z_or_G, y, V, kind: str = "finite", n_random: int = 1000,
 
     rng = np.random.default_rng(seed)
     dim, k = V.shape
+    norms = np.sum(V * metric(V), axis=0)
+    if not np.all(norms > 0):
+        j = int(np.argmin(norms > 0))
+        raise ValueError(f"V column {j} has zero norm{'' if finite else ' in the RKHS of G'}: "
+                         f"it is no direction")
     kept, rand, opt = value(V), np.zeros(k), np.zeros(k)
     for j in range(k):
         Q, MQ = V[:, :j], metric(V[:, :j])
@@ -346,17 +380,26 @@ def variational_check(Z_or_G, y, V, kind: str = "finite", n_random: int = 1000,
         def project(X, Q=Q, MQ=MQ, gram_inv=gram_inv):
             return X - Q @ (gram_inv @ (MQ.T @ X))
 
-        rand[j] = value(project(rng.standard_normal((dim, n_random)))).max()
+        rand[j] = _best(value, project(rng.standard_normal((dim, n_random))), metric)
         X = project(rng.standard_normal((dim, n_optimized)))
         best = 0.0
         for _ in range(n_iter):
-            X = X / np.sqrt(np.sum(X * metric(X), axis=0))
+            norm2 = np.sum(X * metric(X), axis=0)
+            X = X[:, norm2 > 0] / np.sqrt(norm2[norm2 > 0])
+            if X.shape[1] == 0:  # the operator vanishes on the complement: objective 0 there
+                break
             best = max(best, value(X).max())
             X = project(operator(X))
         opt[j] = best
     tol = rtol * kept + rtol * 1e-4 * kept.max(initial=0.0)
     ok = np.maximum(rand, opt) <= kept + tol
     return VariationalCheck(kind, kept, rand, opt, ok, bool(ok.all()), rtol)
+
+
+def _best(value, X, metric):
+    """Largest objective over the competitors with nonzero norm (0 if there are none)."""
+    keep = np.sum(X * metric(X), axis=0) > 0
+    return float(value(X[:, keep]).max()) if keep.any() else 0.0
 
 
 # -- models ---------------------------------------------------------------------------------------
@@ -388,10 +431,14 @@ class _LoFiBase:
         return ro._matrix(X, "X", self.n_features_in_)
 
     def decision_function(self, X):
-        """Readout scores: shape (m,) for binary, (m, n_classes) for one-vs-rest."""
+        """Readout scores: shape (m,) for binary, (m, n_classes) for one-vs-rest.
+
+        Raises OverflowError when the scores leave float64 (X far beyond the training scale).
+        """
         X = self._fitted(X)
-        return self._decision(X) if self.estimators_ is None else \
-            np.column_stack([e._decision(X) for e in self.estimators_])
+        with np.errstate(over="ignore", invalid="ignore"):  # _decision reports it, by name
+            return self._decision(X) if self.estimators_ is None else \
+                np.column_stack([e._decision(X) for e in self.estimators_])
 
     def predict(self, X):
         """Labels: ±1 (binary; score 0 maps to +1) or ``classes_[argmax of the scores]``."""
@@ -402,12 +449,24 @@ class _LoFiBase:
     def transform(self, X):
         """Per-layer features ``[h_1, ..., h_L]`` (one-vs-rest: one such list per class)."""
         X = self._fitted(X)
-        return self._features(X) if self.estimators_ is None else \
-            [e._features(X) for e in self.estimators_]
+        with np.errstate(over="ignore", invalid="ignore"):  # reported by name in _finite
+            if self.estimators_ is None:
+                return [_finite(h, X) for h in self._features(X)]
+            return [[_finite(h, X) for h in e._features(X)] for e in self.estimators_]
 
     def _decision(self, X):
-        out = self.readout_.decision_function(self._readout_input(X))
-        return np.asarray(out, dtype=float).ravel()
+        features = _finite(self._readout_input(X), X)
+        return _finite(np.asarray(self.readout_.decision_function(features),
+                                  dtype=float).ravel(), X)
+
+
+def _finite(a, X):
+    """``a``, or OverflowError naming X when the features or scores left float64."""
+    if not np.all(np.isfinite(a)):
+        raise OverflowError(f"the features overflow float64 for X of magnitude up to "
+                            f"{np.abs(X).max():.3g} (the training inputs were normalized by "
+                            f"their RMS norm); rescale X")
+    return a
 
 
 def _make_readout(readout):
@@ -424,7 +483,9 @@ class LoFi(_LoFiBase):
     Parameters
     ----------
     layers : sequence of (P, k)
-        Width of each random lift and number of kept eigen-directions, ``1 <= k <= P``.
+        Width of each random lift and number of kept eigen-directions, integers with
+        ``1 <= k <= P`` (numpy integers too; a float such as 50.7 is a ValueError, never
+        truncated).
     activation : str or Activation
         Any registered activation (vectorized through its numpy evaluator).
     first_moment : bool
@@ -434,8 +495,8 @@ class LoFi(_LoFiBase):
         Ridge with LOO over ``logspace(-6, 6, 100)`` and intercept (the public code's RidgeCV),
         or :class:`~symscale.lofi.readout.LogisticReadout` (C = 1).
     seed : int
-        Seed of the frozen random weights: layer l uses ``default_rng([seed, l])``, one neuron
-        (column of W) after another, so widths are nested for a fixed seed.
+        Seed (>= 0) of the frozen random weights: layer l uses ``default_rng([seed, l])``, one
+        neuron (column of W) after another, so widths are nested for a fixed seed.
     eig : {"auto", "dense", "dual", "partial"}
         Eigensolver; see :func:`spectral_filter` for the costs.
 
@@ -453,25 +514,32 @@ class LoFi(_LoFiBase):
                  readout="ridge", seed: int = 0, eig: str = "auto"):
         msg = f"layers must be a non-empty list of (P, k) with 1 <= k <= P, got {layers!r}"
         try:
-            layers = [(int(P), int(k)) for P, k in layers]
-        except (TypeError, ValueError):
-            raise ValueError(msg) from None
-        if not layers or any(not 1 <= k <= P for P, k in layers):
+            pairs = [tuple(layer) for layer in layers]
+        except TypeError:
+            raise TypeError(msg) from None
+        if not pairs or any(len(pair) != 2 for pair in pairs):
             raise ValueError(msg)
-        if eig not in _EIG_METHODS:
+        # P and k are never truncated: (50.7, 5) is an error, not (50, 5)
+        layers = [(check_int(P, f"layers[{i}] width P", 1), check_int(k, f"layers[{i}] k", 1))
+                  for i, (P, k) in enumerate(pairs)]
+        if any(k > P for P, k in layers):
+            raise ValueError(msg)
+        if not isinstance(eig, str) or eig not in _EIG_METHODS:
             raise ValueError(f"eig must be one of {_EIG_METHODS}, got {eig!r}")
         _make_readout(readout)
         self.layers, self.activation = layers, as_activation(activation)
-        self.first_moment, self.readout = bool(first_moment), readout
-        self.seed, self.eig = seed, eig
+        self.first_moment = check_bool(first_moment, "first_moment")
+        self.readout = readout
+        # default_rng([seed, layer]) needs an integer >= 0
+        self.seed, self.eig = check_int(seed, "seed", 0), eig
 
     def _lift(self, h, W, c):
-        return self.activation(h @ W / c) / np.sqrt(W.shape[1])
+        return self.activation((h / c) @ W) / np.sqrt(W.shape[1])
 
     def _fit_binary(self, X, y):
         self.norms_, self.weights_, filters, h = [], [], [], X
         for layer, (P, k) in enumerate(self.layers):
-            c = np.sqrt(np.mean(np.sum(h * h, axis=1)))
+            c = safe_rms(h)  # no overflow for X of 1e200, no underflow for 1e-200
             if not c > 0:
                 raise ValueError(f"X gives an all-zero representation at layer {layer}")
             # one generator per layer, drawn neuron by neuron: for a fixed seed the first P
@@ -498,6 +566,11 @@ class LoFi(_LoFiBase):
         return self._features(X)[-1]
 
 
+def _normalized_gram(A, B, c):
+    """``A B^T / c^2`` without forming c^2 (which overflows or underflows at extreme scales)."""
+    return (A / c) @ (B / c).T
+
+
 class LoFiKernel(_LoFiBase):
     """Kernel (P -> infinity) form of Neural LoFi (note 05 §3).
 
@@ -515,7 +588,7 @@ class LoFiKernel(_LoFiBase):
     first_moment : bool
         As in :class:`LoFi` (RKHS version, see :func:`kernel_filter`).
     ridge : "loo", "gcv" or float
-        Penalty selection over ``lambdas``, or a fixed penalty.
+        Penalty selection over ``lambdas``, or a fixed finite penalty > 0.
     final_lift : bool
         False: ridge on the last features ``h_L`` -- the limit of ``LoFi(layers=[(P, k) for k
         in ks])``. True: kernel ridge on one more lifted kernel (the CIFAR "filter at layers 0
@@ -523,7 +596,8 @@ class LoFiKernel(_LoFiBase):
     lambdas : array_like
         Penalty grid for "loo"/"gcv".
     clip : float
-        Relative eigenvalue floor of each layer kernel (see :func:`kernel_filter`).
+        Relative eigenvalue floor of each layer kernel, ``0 < clip <= 1`` (see
+        :func:`kernel_filter`).
 
     Attributes
     ----------
@@ -533,15 +607,20 @@ class LoFiKernel(_LoFiBase):
 
     def __init__(self, ks, activation="relu", first_moment: bool = False, ridge="loo",
                  final_lift: bool = False, lambdas=ro.DEFAULT_LAMBDAS, clip: float = 1e-6):
-        ks = list(ks) if np.iterable(ks) else [ks]
-        if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
-                         for k in ks):
+        ks = list(ks) if np.iterable(ks) and not isinstance(ks, str) else [ks]
+        if not ks:
             raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
-        if ridge not in ("loo", "gcv") and (isinstance(ridge, str) or not ridge > 0):
-            raise ValueError(f"ridge must be 'loo', 'gcv' or a positive float, got {ridge!r}")
-        self.ks, self.activation = [int(k) for k in ks], as_activation(activation)
-        self.first_moment, self.final_lift = bool(first_moment), bool(final_lift)
-        self.ridge, self.lambdas, self.clip = ridge, lambdas, clip
+        ks = [check_int(k, f"ks[{i}]", 1) for i, k in enumerate(ks)]
+        if isinstance(ridge, str):
+            if ridge not in ("loo", "gcv"):
+                raise ValueError(f"ridge must be 'loo', 'gcv' or a positive float, got {ridge!r}")
+        else:
+            ridge = check_real(ridge, "ridge", 0.0, low_open=True)
+        self.ks, self.activation = ks, as_activation(activation)
+        self.first_moment = check_bool(first_moment, "first_moment")
+        self.final_lift = check_bool(final_lift, "final_lift")
+        ro._lambdas(lambdas)  # checked now, so that a bad grid is reported before any fit
+        self.ridge, self.lambdas, self.clip = ridge, lambdas, _check_clip(clip)
 
     def _kernel(self, q11, q12, q22):
         return dual_kernel_numeric(self.activation, q11, q12, q22)
@@ -557,17 +636,20 @@ class LoFiKernel(_LoFiBase):
     def _fit_binary(self, X, y):
         if max(self.ks) > X.shape[0]:
             raise ValueError(f"ks={self.ks}: each k must be <= n={X.shape[0]} (the kernel's size)")
-        self.input_norm_ = np.sqrt(np.mean(np.sum(X * X, axis=1)))
+        self.input_norm_ = safe_rms(X)  # no overflow for X of 1e200, no underflow for 1e-200
         if not self.input_norm_ > 0:
             raise ValueError("X must not be all zeros")
-        self.X_train_, q = X, X @ X.T / self.input_norm_**2
+        self.X_train_ = X
+        q = _normalized_gram(X, X, self.input_norm_)
         filters, self.norms_ = [], []
-        for k in self.ks:
+        for layer, k in enumerate(self.ks):
             filters.append(kernel_filter(self._train_kernel(q), y, k, clip=self.clip,
                                          first_moment=self.first_moment))
             F = filters[-1].features
-            self.norms_.append(np.sqrt(np.mean(np.sum(F * F, axis=1))))
-            q = F @ F.T / self.norms_[-1] ** 2
+            self.norms_.append(safe_rms(F))
+            if not self.norms_[-1] > 0:
+                raise ValueError(f"X gives all-zero features at layer {layer}")
+            q = _normalized_gram(F, F, self.norms_[-1])
         names = ("coefs", "eigenvalues", "spectrum", "features")
         self.coefs_, self.eigenvalues_, self.spectra_, self.features_ = (
             [getattr(f, a) for f in filters] for a in names)
@@ -579,8 +661,9 @@ class LoFiKernel(_LoFiBase):
 
     def _cross(self, f, F, c):
         """Next lifted kernel k(x, X): dual kernel at q = f.f'/c^2 (test rows, train columns)."""
-        return self._kernel(np.sum(f * f, axis=1)[:, None] / c**2, f @ F.T / c**2,
-                            np.sum(F * F, axis=1)[None, :] / c**2)
+        f, F = f / c, F / c  # c^2 may overflow or underflow; f/c is O(1)
+        return self._kernel(np.sum(f * f, axis=1)[:, None], f @ F.T,
+                            np.sum(F * F, axis=1)[None, :])
 
     def _layers(self, X, lift=False):
         """Test features per layer (and, with ``lift``, the lifted kernel after the last)."""

@@ -34,8 +34,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..activations import as_activation
+from ..deep_ntk._checks import check_int, check_real, safe_rms
 from .algorithm import LoFi
-from .readout import KernelRidgeReadout, RidgeReadout
+from .readout import KernelRidgeReadout, NotFittedError, RidgeReadout, _matrix, _targets
+
+_METHODS = ("lofi", "rf_same", "rf_wide", "nngp", "mlp")
+
+
+def _task(X_train, y_train, X_test):
+    """Checked float arrays: X_train (n, d) with a nonzero RMS norm, y_train (n,), X_test (m, d)."""
+    X_train = _matrix(X_train, "X_train")
+    y_train = _targets(y_train, X_train.shape[0])
+    if y_train.ndim != 1:
+        raise ValueError(f"y_train must have shape ({X_train.shape[0]},), got {y_train.shape}")
+    X_test = _matrix(X_test, "X_test", X_train.shape[1])
+    rms = safe_rms(X_train)
+    if not rms > 0:
+        raise ValueError("X_train must not be all zeros (the inputs are scaled by its RMS norm)")
+    return X_train, y_train, X_test, rms
 
 __all__ = ["random_feature_model", "nngp_ridge", "early_stopped_mlp", "Comparison",
            "compare", "first_layer_filters"]
@@ -46,13 +62,14 @@ def random_feature_model(X_train, y_train, X_test, width: int, activation="relu"
 
     The lift is LoFi's first layer without the filter: ``sigma(W^T x / c)/sqrt(P)``.
     """
+    X_train, y_train, X_test, c = _task(X_train, y_train, X_test)
+    width = check_int(width, "width", 1)
     act = as_activation(activation)
-    rng = np.random.default_rng([seed, 7919])
-    W = rng.standard_normal((X_train.shape[1], int(width)))
-    c = math.sqrt(np.mean(np.sum(X_train**2, axis=1)))
+    rng = np.random.default_rng([check_int(seed, "seed", 0), 7919])
+    W = rng.standard_normal((X_train.shape[1], width))
 
     def lift(X):
-        return act.numpy(X @ W / c) / math.sqrt(width)
+        return act.numpy((X / c) @ W) / math.sqrt(width)
 
     return RidgeReadout().fit(lift(X_train), y_train).decision_function(lift(X_test))
 
@@ -61,9 +78,10 @@ def nngp_ridge(X_train, y_train, X_test, depth: int = 2, activation="relu"):
     """Decision values of kernel ridge regression with the depth-``depth`` NNGP kernel."""
     from ..kernels import mlp_kernels
 
-    X = np.vstack([X_train, X_test])
-    scale = math.sqrt(X.shape[1] / np.mean(np.sum(X_train**2, axis=1)))  # unit input kernel
-    K, _ = mlp_kernels(X * scale, depth, activation, weight_var=2.0, ntk=False)
+    X_train, y_train, X_test, rms = _task(X_train, y_train, X_test)
+    depth = check_int(depth, "depth", 0)
+    X = np.vstack([X_train, X_test]) / rms  # unit input kernel on average
+    K, _ = mlp_kernels(X * math.sqrt(X.shape[1]), depth, activation, weight_var=2.0, ntk=False)
     n = X_train.shape[0]
     model = KernelRidgeReadout().fit(K[:n, :n], y_train)
     return model.predict(K[n:, :n])
@@ -79,16 +97,25 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
     """
     from ..deep_ntk.training import NTKMLP, feature_movement, train_gd
 
-    rng = np.random.default_rng([seed, 104729])
+    X_train, y_train, X_test, rms = _task(X_train, y_train, X_test)
+    width, depth = check_int(width, "width", 1), check_int(depth, "depth", 1)
+    lr = check_real(lr, "lr", 0.0, low_open=True)
+    max_steps = check_int(max_steps, "max_steps", 0)
+    val_fraction = check_real(val_fraction, "val_fraction", 0.0, 1.0, low_open=True,
+                              high_open=True)
+    rng = np.random.default_rng([check_int(seed, "seed", 0), 104729])
     n = X_train.shape[0]
     perm = rng.permutation(n)
     n_val = max(1, int(round(val_fraction * n)))
+    if n_val >= n:
+        raise ValueError(f"val_fraction={val_fraction!r} of n={n} training points leaves none "
+                         f"to train on; lower val_fraction or pass more points")
     val, fit = perm[:n_val], perm[n_val:]
     d = X_train.shape[1]
-    s = math.sqrt(d / np.mean(np.sum(X_train**2, axis=1)))  # unit pre-activation scale
+    X_train = X_train / rms * math.sqrt(d)  # unit pre-activation scale
     model = NTKMLP.init(d, width, depth, seed=int(rng.integers(2**31)))
-    X_eval = np.vstack([X_train[val], X_test]) * s
-    run = train_gd(model, X_train[fit] * s, y_train[fit], lr / fit.size, max_steps,
+    X_eval = np.vstack([X_train[val], X_test / rms * math.sqrt(d)])
+    run = train_gd(model, X_train[fit], y_train[fit], lr / fit.size, max_steps,
                    record_every=10, X_eval=X_eval)
     pred = feature_movement(run).predictions
     acc = np.mean(np.sign(pred[:, :n_val]) == y_train[val], axis=1)
@@ -140,6 +167,18 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
         LoFi's layers; ``rf_same`` uses ``k`` of the last layer random features, ``rf_wide``
         the first layer's ``P``.
     """
+    if not callable(data):
+        raise TypeError(f"data must be a callable data(n_train, n_test, seed), got "
+                        f"{type(data).__name__}")
+    methods = (methods,) if isinstance(methods, str) else tuple(methods)
+    unknown = [m for m in methods if m not in _METHODS]
+    if unknown or not methods:
+        raise ValueError(f"methods must be a non-empty subset of {_METHODS}, got {methods!r}")
+    sizes = [check_int(n, "sizes", 2) for n in sizes]
+    seeds = [check_int(seed, "seeds", 0) for seed in seeds]
+    n_test = check_int(n_test, "n_test", 1)
+    mlp_steps = check_int(mlp_steps, "mlp_steps", 0)
+    lofi_layers = LoFi(list(lofi_layers)).layers  # checked (P, k) pairs
     out = Comparison()
     k_last, p_first = lofi_layers[-1][1], lofi_layers[0][0]
     for n in sizes:
@@ -173,8 +212,15 @@ def first_layer_filters(model: LoFi, n_filters: int = 8) -> np.ndarray:
     its effective linear filter is :math:`\sum_p v_p w_p = Wv` (the direction in input space the
     feature responds to, to first order around inputs where the units are active).
     """
-    est = model.estimators_[0] if hasattr(model, "estimators_") and model.estimators_ else model
+    if not isinstance(model, LoFi):
+        raise TypeError(f"model must be a fitted LoFi, got {type(model).__name__}")
+    n_filters = check_int(n_filters, "n_filters", 1)
+    if not hasattr(model, "classes_"):
+        raise NotFittedError("model is not fitted yet: call fit(X, y) first")
+    est = model.estimators_[0] if model.estimators_ else model
     W = est.weights_[0]
     V = est.components_[0][:, :n_filters]
     F = (W @ V).T
-    return F / np.max(np.abs(F), axis=1, keepdims=True)
+    top = np.max(np.abs(F), axis=1, keepdims=True)
+    # a zero column (first-moment direction inside the kept span) stays a zero filter
+    return F / np.where(top > 0, top, 1.0)

@@ -87,6 +87,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..deep_ntk._checks import check_int, check_real, check_seed, real_array
+
 __all__ = ["BBP", "KINDS", "SpectralOutliers", "additive_spike_model", "bbp_prediction",
            "bulk_edge", "effective_dimension", "noise_floor", "signed_covariance",
            "spectral_outliers"]
@@ -99,26 +101,21 @@ KINDS = ("participation", "regularized", "rank", "stable")
 
 def _check_n(n) -> float:
     """Sample size: a real number >= 2 (predicted sizes need not be integers)."""
-    if isinstance(n, (bool, np.bool_)) or not np.isfinite(n) or n < 2:
-        raise ValueError(f"n must be a number >= 2, got {n!r}")
-    return float(n)
+    return check_real(n, "n", 2.0)
 
 
 def _check_nonneg(name: str, value) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return value
+    return check_real(value, name, 0.0)
 
 
 def _check_kind(kind: str) -> str:
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return kind
 
 
 def _as_matrix(name: str, A) -> np.ndarray:
-    A = np.asarray(A, dtype=np.float64)
+    A = real_array(A, name)
     if A.ndim != 2:
         raise ValueError(f"{name} must be a 2-d array, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
@@ -126,8 +123,18 @@ def _as_matrix(name: str, A) -> np.ndarray:
     return A
 
 
+def _check_features(Z) -> np.ndarray:
+    """Feature matrix whose second moments stay in float64."""
+    Z = _as_matrix("Z", Z)
+    top = float(np.abs(Z).max(initial=0.0))
+    if top > 1e150:
+        raise OverflowError(f"Z has entries up to {top:.3g}: its second moments overflow "
+                            f"float64; rescale Z (the outliers scale with Z^2)")
+    return Z
+
+
 def _check_labels(y, n: int) -> np.ndarray:
-    y = np.asarray(y, dtype=np.float64)
+    y = real_array(y, "y")
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},) to match Z, got {y.shape}")
     if not np.all(np.abs(y) == 1.0):  # also rejects NaN
@@ -155,9 +162,12 @@ def _deff_from_eigs(s: np.ndarray, kind: str, lam: float) -> float:
     # eigenvalues below numpy's matrix_rank tolerance are round-off of exact zeros
     s = np.where(s > top * s.size * np.finfo(float).eps, s, 0.0)
     if kind == "participation":
-        return float(s.sum() ** 2 / np.sum(s * s))
+        r = s / top  # scale-free: s^2 overflows at 1e155 and underflows at 1e-155
+        return float(r.sum() ** 2 / np.sum(r * r))
     if kind == "regularized":
-        return float(np.sum(s / (s + lam))) if lam > 0 else float(np.sum(s > 0))
+        # s / (s + lam) = r / (r + lam/top): no overflow of s + lam
+        return float(np.sum(s / top / (s / top + lam / top))) if lam > 0 else \
+            float(np.sum(s > 0))
     if kind == "rank":
         return float(np.sum(s > 0))
     return float(s.sum() / top)  # stable rank
@@ -255,14 +265,13 @@ def bbp_prediction(rho, D, n) -> BBP:
     >>> bbp_prediction(0.1, 100, 4000)
     BBP(separates=False, lambda_top=0.316..., overlap2=0.0)
     """
-    rho = float(rho)
-    if not np.isfinite(rho):
-        raise ValueError(f"rho must be finite, got {rho!r}")
-    tau2 = noise_floor(D, n) ** 2
+    rho = check_real(rho, "rho")
+    tau = noise_floor(_check_nonneg("D", D), n)
     sign = 1.0 if rho >= 0 else -1.0
-    if rho * rho <= tau2:
-        return BBP(False, float(sign * 2.0 * np.sqrt(tau2)), 0.0)
-    return BBP(True, float(rho + tau2 / rho), float(1.0 - tau2 / rho ** 2))
+    if abs(rho) <= tau:  # not rho^2 <= tau^2: rho^2 underflows for |rho| < 1e-162
+        return BBP(False, float(sign * 2.0 * tau), 0.0)
+    ratio = tau / rho  # |ratio| < 1: tau^2 / rho^2 neither overflows nor underflows to a wrong 0
+    return BBP(True, float(rho + tau * ratio), float(1.0 - ratio * ratio))
 
 
 # --- signed covariance and its outliers -------------------------------------------------------
@@ -274,7 +283,7 @@ def signed_covariance(Z, y) -> np.ndarray:
     array([[ 0.5,  0. ],
            [ 0. , -2. ]])
     """
-    Z = _as_matrix("Z", Z)
+    Z = _check_features(Z)
     n = int(_check_n(Z.shape[0]))
     y = _check_labels(y, n)
     return (Z.T * y) @ Z / n
@@ -345,7 +354,7 @@ def spectral_outliers(Z, y, D_eff=None, kind: str = "participation", margin: flo
     """
     kind = _check_kind(kind)
     margin = _check_nonneg("margin", margin)
-    Z = _as_matrix("Z", Z)
+    Z = _check_features(Z)
     n, P = Z.shape
     _check_n(n)
     y = _check_labels(y, n)
@@ -362,12 +371,13 @@ def spectral_outliers(Z, y, D_eff=None, kind: str = "participation", margin: flo
         lams, E = np.linalg.eigh((S[:, None] * (U.T * y) @ U) * S[None, :] / n)
         vecs = Wt.T @ E
     cov_eigs = np.clip(cov_eigs, 0.0, None)
+    if cov_eigs.sum() <= 0.0:
+        raise ValueError("Z carries no variance (after project_out): the bulk is undefined")
     if D_eff is None:
         lam_ = total_var / n if lam is None else _check_nonneg("lam", lam)
         D_eff = _deff_from_eigs(cov_eigs, kind, lam_)
-    D_eff = _check_nonneg("D_eff", D_eff)
-    if D_eff == 0.0:
-        raise ValueError("D_eff is 0: the (residual) features carry no variance")
+    else:
+        D_eff = check_real(D_eff, "D_eff", 0.0, low_open=True)
     scale = cov_eigs.sum() / D_eff  # variance per effective direction
     center = float(y.mean() * scale)
     tau = scale * np.sqrt(D_eff / n)
@@ -396,12 +406,10 @@ def additive_spike_model(D: int, n: int, rho: float, seed=None):
     >>> round(float(np.mean(tops)), 2)          # BBP: 0.5 + 0.025 / 0.5 = 0.55
     0.56
     """
-    D = int(_check_nonneg("D", D))
-    n = int(_check_n(n))
-    rho = float(rho)
-    if not np.isfinite(rho):
-        raise ValueError(f"rho must be finite, got {rho!r}")
-    rng = np.random.default_rng(seed)
+    D = check_int(D, "D", 1)
+    n = check_int(n, "n", 2)
+    rho = check_real(rho, "rho")
+    rng = np.random.default_rng(check_seed(seed))
     Z = rng.standard_normal((n, D))
     y = rng.permutation(np.where(np.arange(n) < (n + 1) // 2, 1.0, -1.0))
     v = rng.standard_normal(D)

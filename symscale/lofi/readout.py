@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..deep_ntk._checks import check_bool, check_int, check_real, real_array
 from ..errors import SymscaleError
 
 __all__ = ["KernelRidgeReadout", "LogisticReadout", "NotFittedError", "RidgeReadout"]
@@ -42,7 +43,7 @@ class NotFittedError(SymscaleError, ValueError, AttributeError):
 
 
 def _matrix(a, name, cols=None):
-    a = np.asarray(a, dtype=float)
+    a = real_array(a, name)
     if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1 or cols not in (None, a.shape[1]):
         want = "a 2-D array" if cols is None else f"a 2-D array with {cols} columns"
         raise ValueError(f"{name} must be {want}, got shape {a.shape}")
@@ -52,15 +53,26 @@ def _matrix(a, name, cols=None):
     return a
 
 
+_SQUARE_MAX = 1e150  # magnitudes whose squares (errors, singular values) stay in float64
+
+
 def _targets(y, n):
-    y = np.asarray(y, dtype=float)
+    y = real_array(y, "y")
     if y.ndim not in (1, 2) or y.shape[0] != n or not np.all(np.isfinite(y)):
         raise ValueError(f"y must be finite, of shape ({n},) or ({n}, c), got shape {y.shape}")
     return y
 
 
+def _check_square_range(a, name):
+    """OverflowError (naming the argument) when squares of ``a`` would overflow float64."""
+    top = float(np.abs(a).max(initial=0.0))
+    if top > _SQUARE_MAX:
+        raise OverflowError(f"{name} has entries up to {top:.3g}; the squared errors and "
+                            f"singular values of the ridge path overflow float64: rescale {name}")
+
+
 def _lambdas(lambdas):
-    lam = np.atleast_1d(np.asarray(lambdas, dtype=float))
+    lam = np.atleast_1d(real_array(lambdas, "lambdas"))
     if lam.ndim != 1 or lam.size < 1 or not np.all(np.isfinite(lam) & (lam > 0)):
         raise ValueError(f"lambdas must be positive finite numbers, got {lambdas!r}")
     return lam
@@ -88,11 +100,13 @@ def _path(U, s2, yc, lam, method):
 
 class _BaseRidge:
     def __init__(self, method: str = "loo", lambdas=DEFAULT_LAMBDAS, per_output: bool = False):
-        if method not in ("loo", "gcv"):
+        if not isinstance(method, str) or method not in ("loo", "gcv"):
             raise ValueError(f"method must be 'loo' or 'gcv', got {method!r}")
-        self.method, self.lambdas, self.per_output = method, _lambdas(lambdas), bool(per_output)
+        self.method, self.lambdas = method, _lambdas(lambdas)
+        self.per_output = check_bool(per_output, "per_output")
 
     def _select(self, U, s2, y):
+        _check_square_range(y, "y")
         keep = s2 > s2.max(initial=0.0) * U.shape[0] * np.finfo(float).eps
         U, s2, self._flat, Y = U[:, keep], s2[keep], y.ndim == 1, y.reshape(len(y), -1)
         self.y_mean_ = Y.mean(axis=0)
@@ -142,6 +156,7 @@ class RidgeReadout(_BaseRidge):
 
     def fit(self, F, y):
         F = _matrix(F, "F")
+        _check_square_range(F, "F")
         y, mean = _targets(y, F.shape[0]), F.mean(axis=0)
         U, s, Wt = np.linalg.svd(F - mean, full_matrices=False)
         keep, beta = self._select(U, s * s, y)
@@ -209,9 +224,9 @@ class LogisticReadout:
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 1e-10):
-        if not (np.isfinite(C) and C > 0):
-            raise ValueError(f"C must be a positive finite number, got {C!r}")
-        self.C, self.max_iter, self.tol = float(C), int(max_iter), float(tol)
+        self.C = check_real(C, "C", 0.0, low_open=True)
+        self.max_iter = check_int(max_iter, "max_iter", 1)
+        self.tol = check_real(tol, "tol", 0.0)
 
     def _loss(self, A, y, theta):
         return np.logaddexp(0.0, -y * (A @ theta)).sum() + theta[:-1] @ theta[:-1] / (2 * self.C)

@@ -56,6 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..deep_ntk._checks import check_bool, check_int, check_real, check_seed, real_array
 from .emergence import KINDS, effective_dimension, spectral_outliers
 
 __all__ = ["CRITERIA", "EmergenceCurve", "HierarchicalTeacher", "emergence_sweep",
@@ -74,7 +75,8 @@ def _parse(spec, index: int):
     if kind not in arity or len(parents) != arity[kind]:
         raise ValueError(f"features[{index}] must be 'linear', 'quadratic', ('product', i, j) or "
                          f"('square', i), got {spec!r}")
-    if any(not isinstance(p, (int, np.integer)) or not 0 <= p < index for p in parents):
+    if any(isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, np.integer))
+           or not 0 <= p < index for p in parents):
         raise ValueError(f"features[{index}] must refer to earlier features, got {spec!r}")
     return kind, tuple(int(p) for p in parents)
 
@@ -107,10 +109,10 @@ class HierarchicalTeacher:
         self.kinds = tuple(k for k, _ in specs)
         self.parents = tuple(p for _, p in specs)
         direct = [i for i, k in enumerate(self.kinds) if k in _DIRECT]
-        if isinstance(d, (bool, np.bool_)) or int(d) != d or d < max(len(direct), 1):
-            raise ValueError(f"d must be an integer >= {max(len(direct), 1)}, got {d!r}")
-        if not np.isfinite(noise) or noise < 0:
-            raise ValueError(f"noise must be finite and >= 0, got {noise!r}")
+        d = check_int(d, "d", max(len(direct), 1))
+        noise = check_real(noise, "noise", 0.0)
+        n_mc = check_int(n_mc, "n_mc", 2)  # the standardization needs a spread
+        seed = None if seed is None else check_int(seed, "seed", 0)
         if callable(label):
             self._score_fn, self.coefficients = label, None
         else:
@@ -123,7 +125,7 @@ class HierarchicalTeacher:
         rng = np.random.default_rng(seed)
         Q = np.linalg.qr(rng.standard_normal((self.d, max(len(direct), 1))))[0]
         self.W = Q[:, :len(direct)]  # orthonormal planted directions, one column per feature
-        self._mc_statistics(np.random.default_rng([seed, 1]), int(n_mc))
+        self._mc_statistics(np.random.default_rng(_child(seed, 1)), n_mc)
 
     # --- features and labels --------------------------------------------------------------
 
@@ -142,6 +144,9 @@ class HierarchicalTeacher:
             raw = S[:, par[0]] * S[:, par[-1]]  # product, or square when par has one entry
             if fit:
                 self._loc[i], self._scale[i] = raw.mean(), raw.std()
+                if not self._scale[i] > 0:
+                    raise ValueError(f"n_mc={raw.size} Monte Carlo draws give feature {i} "
+                                     f"({kind}) zero spread; increase n_mc")
             S[:, i] = (raw - self._loc[i]) / self._scale[i]
         return S
 
@@ -154,6 +159,9 @@ class HierarchicalTeacher:
         xi = rng.standard_normal(n_mc)
         S = self._features(zeta, fit=True)
         score = np.asarray(self._score_fn(S), dtype=np.float64) + self.noise * xi
+        if score.shape != xi.shape or not np.all(np.isfinite(score)):
+            raise ValueError(f"label must give one finite score per sample, got shape "
+                             f"{score.shape} with {int(np.sum(~np.isfinite(score)))} non-finite")
         self.threshold = float(np.median(score))  # balanced labels: no bulk shift in C
         y = np.where(score >= self.threshold, 1.0, -1.0)
         self.ybar = float(y.mean())
@@ -172,16 +180,18 @@ class HierarchicalTeacher:
 
     def features_of(self, X) -> np.ndarray:
         """The hidden features (n, m) of inputs ``X`` (n, d)."""
-        X = np.asarray(X, dtype=np.float64)
+        X = real_array(X, "X")
         if X.ndim != 2 or X.shape[1] != self.d:
             raise ValueError(f"X must have shape (n, {self.d}), got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X contains NaN or infinite entries")
         return self._features(X @ self.W)
 
     def sample(self, n: int, seed=None, return_features: bool = False):
         """Draw ``(X, y)`` (and the hidden features if asked) for ``n`` samples."""
-        if isinstance(n, (bool, np.bool_)) or int(n) != n or n < 1:
-            raise ValueError(f"n must be a positive integer, got {n!r}")
-        rng = np.random.default_rng(seed)
+        n = check_int(n, "n", 1)
+        return_features = check_bool(return_features, "return_features")
+        rng = np.random.default_rng(check_seed(seed))
         X = rng.standard_normal((int(n), self.d))
         S = self._features(X @ self.W)
         y = self._labels(S, rng.standard_normal(int(n)))
@@ -197,8 +207,7 @@ class HierarchicalTeacher:
         return self._rho[feature]
 
     def _check_feature(self, feature) -> None:
-        if not isinstance(feature, (int, np.integer)) or not 0 <= feature < len(self.kinds):
-            raise ValueError(f"feature must be an index in [0, {len(self.kinds)}), got {feature!r}")
+        check_int(feature, "feature", 0, len(self.kinds) - 1)
 
     def __repr__(self) -> str:
         feats = ", ".join(f"{k}{list(p) if p else ''}" for k, p in zip(self.kinds, self.parents))
@@ -206,6 +215,16 @@ class HierarchicalTeacher:
 
 
 # --- predictions ------------------------------------------------------------------------------
+
+def _child(seed, k):
+    """The seed ``[seed, k]`` of a derived generator (seed None: fresh entropy)."""
+    return None if seed is None else [seed, k]
+
+
+def _check_teacher(teacher) -> None:
+    if not isinstance(teacher, HierarchicalTeacher):
+        raise TypeError(f"teacher must be a HierarchicalTeacher, got {type(teacher).__name__}")
+
 
 def _edge_ratio(margin: float) -> float:
     """r > 1 with (r + 1/r) / 2 = 1 + margin: lambda_top = (1 + margin) * edge at rho = r tau."""
@@ -238,8 +257,9 @@ def predicted_emergence(teacher: HierarchicalTeacher, feature: int, d_eff=None,
     >>> round(predicted_emergence(t, 1) / n_thr, 6)
     2.0
     """
+    _check_teacher(teacher)
     teacher._check_feature(feature)
-    if criterion not in CRITERIA:
+    if not isinstance(criterion, str) or criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
     kind = teacher.kinds[feature]
     if d_eff is None:
@@ -247,11 +267,8 @@ def predicted_emergence(teacher: HierarchicalTeacher, feature: int, d_eff=None,
             raise ValueError("d_eff is required for a hierarchical feature: it is the effective "
                              "dimension of the representation that holds its parents")
         d_eff = teacher.d
-    d_eff = float(d_eff)
-    if not np.isfinite(d_eff) or d_eff <= 0:
-        raise ValueError(f"d_eff must be finite and > 0, got {d_eff!r}")
-    if not np.isfinite(margin) or margin < 0:
-        raise ValueError(f"margin must be finite and >= 0, got {margin!r}")
+    d_eff = check_real(d_eff, "d_eff", 0.0, low_open=True)
+    margin = check_real(margin, "margin", 0.0)
     rho2 = teacher.strength(feature) ** 2
     if rho2 == 0.0:
         return float("inf")
@@ -342,10 +359,16 @@ def emergence_sweep(teacher: HierarchicalTeacher, ns, seeds, features=None,
     >>> 0.5 < curves[1].ratio < 2
     True
     """
-    ns = np.asarray(ns)
-    if ns.ndim != 1 or ns.size < 2 or np.any(ns < 2) or np.any(np.diff(ns) <= 0):
-        raise ValueError("ns must be an increasing sequence of at least two sizes >= 2")
-    seeds = list(seeds)
+    _check_teacher(teacher)
+    ns = real_array(ns, "ns")
+    if ns.ndim != 1 or ns.size < 2 or not np.all(np.isfinite(ns)) or np.any(ns < 2) \
+            or np.any(np.diff(ns) <= 0) or np.any(ns != np.round(ns)):
+        raise ValueError(f"ns must be an increasing sequence of at least two integer sizes >= 2"
+                         f" (never truncated), got {ns.tolist()}")
+    ns = ns.astype(np.int64)
+    residual = check_bool(residual, "residual")
+    margin = check_real(margin, "margin", 0.0)
+    seeds = [check_seed(s, "seeds") for s in seeds]
     if not seeds:
         raise ValueError("seeds must not be empty")
     if features is None:
