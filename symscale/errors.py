@@ -15,8 +15,25 @@ Hierarchy
     Arguments outside the domain of a formula (for example a non-PSD covariance).
 ``ExpressionError(SymscaleError, ValueError)``
     A user string outside the expression language (see :mod:`symscale.expressions`).
+``GroundTruthCacheError(SymscaleError, ValueError)``
+    A damaged or foreign :func:`~symscale.cumulants.ground_truth` cache file, with
+    ``bad_cache="raise"``; the message names the file.
+``NotFittedError(SymscaleError, ValueError, AttributeError)``
+    A :mod:`symscale.lofi` model used before ``fit``.
 
-Invalid user arguments otherwise raise the built-in ``ValueError``/``TypeError``/``KeyError``.
+Warnings
+--------
+``SymscaleWarning(UserWarning)``
+    Base class of symscale's own warnings: the result is still returned.
+``GroundTruthCacheWarning(SymscaleWarning)``
+    A bad :func:`~symscale.cumulants.ground_truth` cache file, named, is being recomputed.
+``PathStatisticWarning(SymscaleWarning)``
+    A statistic over simulated paths (:mod:`symscale.nsde`) used fewer paths than simulated.
+``PrecisionWarning(SymscaleWarning)``
+    A float64 recursion (:mod:`symscale.deep_ntk`) can no longer resolve the requested value.
+
+Invalid user arguments otherwise raise the built-in ``ValueError``/``TypeError``/``KeyError``
+(see :mod:`symscale.validation` for the policy).
 
 Examples
 --------
@@ -28,7 +45,8 @@ True
 from __future__ import annotations
 
 __all__ = ["SymscaleError", "InvalidProgramError", "NoClosedFormError", "DomainError",
-           "ExpressionError"]
+           "ExpressionError", "GroundTruthCacheError", "NotFittedError", "SymscaleWarning",
+           "GroundTruthCacheWarning", "PathStatisticWarning", "PrecisionWarning"]
 
 
 class SymscaleError(Exception):
@@ -49,3 +67,31 @@ class DomainError(SymscaleError, ValueError):
 
 class ExpressionError(SymscaleError, ValueError):
     """A user string is not in the expression language; the message names the argument."""
+
+
+class GroundTruthCacheError(SymscaleError, ValueError):
+    """A damaged :func:`~symscale.cumulants.ground_truth` cache file with
+    ``bad_cache="raise"``; names the file."""
+
+
+class NotFittedError(SymscaleError, ValueError, AttributeError):
+    """A model was used (predict, transform, ...) before ``fit``."""
+
+
+class SymscaleWarning(UserWarning):
+    """Base class of symscale's own warnings."""
+
+
+class GroundTruthCacheWarning(SymscaleWarning):
+    """A :func:`~symscale.cumulants.ground_truth` cache file was damaged, tampered with or
+    written for another run; the message names the file, and the result is recomputed."""
+
+
+class PathStatisticWarning(SymscaleWarning):
+    """A statistic over simulated paths used fewer paths than simulated: none or one valid
+    path (the result is NaN, with ``n_used`` saying so), or paths where the statistic itself
+    is undefined or non-finite (left out and counted)."""
+
+
+class PrecisionWarning(SymscaleWarning):
+    """The float64 recursion can no longer resolve the requested quantity."""

@@ -1,7 +1,18 @@
 """Argument checks shared by the public functions (in the style of scikit-learn's ``check_scalar``).
 
-Each check names the user's argument and value in its message, raises ``TypeError`` for a wrong
-type and ``ValueError`` for a wrong value, and returns the value as a plain Python type.
+The one policy of the package: each check names the user's argument and value in its message,
+raises ``TypeError`` for a wrong type and ``ValueError`` for a wrong value, and returns the value
+as a plain Python type (or a new float64 array).
+
+- numpy scalars are accepted wherever the Python type is (``np.int64`` is an integer,
+  ``np.float32`` a real number, ``np.bool_`` a flag).
+- ``bool`` (and ``np.bool_``) is not a number and not an integer, and a number is not a flag:
+  ``True`` where an integer is expected, or ``1`` where a flag is, is a ``TypeError``.
+- A float where an integer is expected is a ``TypeError``, even an integral one such as ``8.0``
+  or ``np.float64(8)``: it is never truncated, and an integer argument is never a float.
+- ``str``, ``None``, complex numbers and other objects are a ``TypeError``.
+- NaN or inf where a finite number is expected, and a value outside the bounds, are a
+  ``ValueError``; so is a string outside the allowed choices (:func:`check_choice`).
 
 Examples
 --------
@@ -30,15 +41,45 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_int", "check_real", "check_bool", "check_random_state"]
+__all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_seed",
+           "check_random_state", "check_array"]
+
+_SEED_TYPES = (np.random.SeedSequence, np.random.BitGenerator, np.random.Generator)
+
+
+def _show(value) -> str:
+    """The value as the user would write it (``-1.0``, not ``np.float64(-1.0)``), truncated."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return f"{value!r:.60}"
 
 
 def _type_error(name, what, value):
-    return TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r:.60}")
+    return TypeError(f"{name} must be {what}, got {type(value).__name__} {_show(value)}")
 
 
 def check_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
-    """An integer (numpy integers too, never bool) in ``[low, high]``.
+    """An integer (numpy integers too, never bool or a float) in ``[low, high]``.
+
+    Parameters
+    ----------
+    value : object
+        The user's argument.
+    name : str
+        Its name, used in the messages.
+    low, high : int, optional
+        Inclusive bounds.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not an integer (a bool, a float such as ``2.0``, a str, None, ...).
+    ValueError
+        ``value`` lies outside ``[low, high]``.
 
     Examples
     --------
@@ -46,6 +87,10 @@ def check_int(value, name: str, *, low: int | None = None, high: int | None = No
     Traceback (most recent call last):
     ...
     ValueError: depth must be <= 3, got 5
+    >>> check_int(True, "depth")
+    Traceback (most recent call last):
+    ...
+    TypeError: depth must be an integer, got bool True
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise _type_error(name, "an integer", value)
@@ -61,42 +106,176 @@ def check_real(value, name: str, *, low: float | None = None, high: float | None
                low_open: bool = False, high_open: bool = False) -> float:
     """A finite real number (numpy scalars too, never bool) in the given interval.
 
+    Parameters
+    ----------
+    value : object
+        The user's argument.
+    name : str
+        Its name, used in the messages.
+    low, high : float, optional
+        Bounds, inclusive unless ``low_open`` / ``high_open``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not a real number (a bool, a str, None, a complex number, ...).
+    ValueError
+        ``value`` is NaN, infinite (or too large for a float) or outside the bounds.
+
     Examples
     --------
     >>> check_real(0, "weight_var", low=0, low_open=True)
     Traceback (most recent call last):
     ...
     ValueError: weight_var must be > 0, got 0
+    >>> check_real(np.float32(0.5), "rho", low=-1, high=1)
+    0.5
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise _type_error(name, "a real number", value)
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond the float range
+        v = math.inf
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be finite, got {_show(value)}")
     if low is not None and (v <= low if low_open else v < low):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low:g}, "
+                         f"got {_show(value)}")
     if high is not None and (v >= high if high_open else v > high):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high:g}, "
+                         f"got {_show(value)}")
     return v
 
 
 def check_bool(value, name: str) -> bool:
-    """``True`` or ``False`` (numpy booleans too); a truthy string is not a flag."""
+    """``True`` or ``False`` (numpy booleans too); ``1`` or a truthy string is not a flag.
+
+    Examples
+    --------
+    >>> check_bool(np.bool_(True), "progress")
+    True
+    >>> check_bool(1, "progress")
+    Traceback (most recent call last):
+    ...
+    TypeError: progress must be True or False, got int 1
+    """
     if not isinstance(value, (bool, np.bool_)):
         raise _type_error(name, "True or False", value)
     return bool(value)
 
 
+def check_choice(value, name: str, choices) -> str:
+    """One of the strings ``choices``; anything else (another type too) is a ``ValueError``
+    that lists them.
+
+    Examples
+    --------
+    >>> check_choice("psd", "scheme", ("euler", "psd"))
+    'psd'
+    >>> check_choice("Euler", "scheme", ("euler", "psd"))
+    Traceback (most recent call last):
+    ...
+    ValueError: scheme must be one of 'euler', 'psd', got 'Euler'
+    """
+    if not isinstance(value, str) or value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {options}, got {_show(value)}")
+    return value
+
+
+def check_seed(seed, name: str = "seed"):
+    """A seed for :func:`numpy.random.default_rng`, returned as given (an int as ``int``).
+
+    Accepted: None, an integer >= 0, a ``SeedSequence``, a ``BitGenerator`` or a ``Generator``.
+    Use it where the same seed must start several generators; otherwise use
+    :func:`check_random_state`.
+
+    Examples
+    --------
+    >>> check_seed(np.int64(7))
+    7
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be >= 0, got -1
+    """
+    if seed is None or isinstance(seed, _SEED_TYPES):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise _type_error(name, "None, an integer >= 0, or a numpy SeedSequence, BitGenerator "
+                                "or Generator", seed)
+    return check_int(seed, name, low=0)
+
+
 def check_random_state(seed, name: str = "seed") -> np.random.Generator:
-    """A ``numpy.random.Generator`` from None, an int >= 0, a SeedSequence or a Generator.
+    """A ``numpy.random.Generator`` from a seed accepted by :func:`check_seed`.
+
+    A ``Generator`` is returned as is (its stream continues), like
+    :func:`numpy.random.default_rng` does.
 
     Examples
     --------
     >>> int(check_random_state(0).integers(10)) == int(check_random_state(0).integers(10))
     True
     """
-    if seed is None or isinstance(seed, np.random.SeedSequence):
-        return np.random.default_rng(seed)
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.default_rng(check_int(seed, name, low=0))
+    return np.random.default_rng(check_seed(seed, name))
+
+
+def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True) -> np.ndarray:
+    """``a`` as a new float64 array (integer or float data; never a view of the caller's array).
+
+    Parameters
+    ----------
+    a : array_like
+        The user's argument.
+    name : str
+        Its name, used in the messages.
+    ndim : int, optional
+        The required number of dimensions.
+    finite : bool
+        Refuse NaN and inf entries. Pass False where the caller checks finiteness itself
+        (for example after a shape check with a more specific message).
+
+    Raises
+    ------
+    TypeError
+        Bool, complex, text or object data, or an object numpy cannot read as an array.
+    ValueError
+        A ragged (non-rectangular) sequence, the wrong number of dimensions, or (``finite``)
+        a NaN or inf entry (the message gives the first one's index).
+
+    Examples
+    --------
+    >>> check_array([[1, 2]], "X", ndim=2)
+    array([[1., 2.]])
+    >>> check_array([1.0, float("nan")], "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: x must be finite, got nan at index (1,)
+    >>> check_array([True, False], "x")
+    Traceback (most recent call last):
+    ...
+    TypeError: x must be a real numeric array, got dtype bool
+    """
+    try:
+        raw = np.asarray(a)
+    except ValueError:  # numpy 2: "inhomogeneous shape"
+        raise ValueError(f"{name} must be a rectangular numeric array, got a ragged "
+                         f"{type(a).__name__}") from None
+    except TypeError:
+        raise TypeError(f"{name} must be a real numeric array, got "
+                        f"{type(a).__name__}") from None
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {raw.dtype}")
+    out = np.array(raw, dtype=np.float64)  # a copy: the caller's array is never aliased
+    if ndim is not None and out.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {out.shape}")
+    if finite and not np.all(np.isfinite(out)):
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise ValueError(f"{name} must be finite, got {float(out[bad])!r} at index {bad}")
+    return out

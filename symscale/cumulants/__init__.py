@@ -6,19 +6,23 @@ Layers: :mod:`~symscale.cumulants.diagrams` (the symbolic diagram sums),
 :mod:`~symscale.cumulants.state` (tracked cumulants, the exact linear step),
 :mod:`~symscale.cumulants.nonlinear` (the diagram-sum step), :mod:`~symscale.cumulants.propagate`
 (the estimators), :mod:`~symscale.cumulants.factored`, :mod:`~symscale.cumulants.tails`,
-:mod:`~symscale.cumulants.mlp` (networks, Monte Carlo, ground truth) and
+:mod:`~symscale.cumulants.mlp` (networks, Monte Carlo, ground truth; its disk cache is
+:mod:`~symscale.cumulants.cache`), :mod:`~symscale.cumulants.scores` (MSE/Var) and
 :mod:`~symscale.cumulants.sweep` (tables and plots).
 """
 
 from .diagrams import Diagram, diagram_counts, diagrams, pattern_in_power_cumulants
-from .mlp import *  # noqa: F401,F403
-from .mlp import __all__ as _mlp_all
+from .mlp import (GroundTruthCacheError, GroundTruthCacheWarning, MonteCarloResult, RandomMLP,
+                  ground_truth, monte_carlo, random_mlp)
 from .propagate import VARIANTS, Propagation, propagate
+from .scores import monte_carlo_mse_over_var, mse_over_var
 from .sweep import SweepTable, plot_mse_vs_depth, plot_mse_vs_flops, plot_mse_vs_width, sweep
 from .tails import TailEstimate, tail_probability
 from .wick import wick_table
 
-__all__ = [*_mlp_all, "Diagram", "diagrams", "diagram_counts", "pattern_in_power_cumulants",
+__all__ = ["RandomMLP", "random_mlp", "MonteCarloResult", "monte_carlo", "ground_truth",
+           "mse_over_var", "monte_carlo_mse_over_var", "GroundTruthCacheWarning",
+           "GroundTruthCacheError", "Diagram", "diagrams", "diagram_counts", "pattern_in_power_cumulants",
            "Propagation", "propagate", "VARIANTS", "SweepTable", "sweep", "plot_mse_vs_flops",
            "plot_mse_vs_width", "plot_mse_vs_depth", "TailEstimate", "tail_probability",
            "wick_table"]

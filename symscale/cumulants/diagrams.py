@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
 import sympy as sp
+
+from ..validation import check_int
 
 __all__ = [
     "Diagram",
@@ -192,25 +193,15 @@ def _connected(m: int, blocks) -> bool:
 
 
 def _int_tuple(seq, name: str, minimum: int) -> tuple[int, ...]:
-    """A non-empty tuple of integers >= minimum (TypeError for bool or non-numbers, ValueError
-    for floats, which are never truncated, and smaller values)."""
+    """A non-empty tuple of integers >= minimum, each entry checked by
+    :func:`~symscale.validation.check_int` (its message naming ``name[i]``)."""
     what = f"{name} must be a non-empty tuple of integers >= {minimum}, got {seq!r}"
     if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
         raise TypeError(what)
     seq = tuple(seq)
-    if any(isinstance(p, bool) or not isinstance(p, numbers.Real) for p in seq):
-        raise TypeError(what)
-    if not seq or any(not isinstance(p, numbers.Integral) or p < minimum for p in seq):
+    if not seq:
         raise ValueError(what)
-    return tuple(int(p) for p in seq)
-
-
-def _check_count(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return tuple(check_int(p, f"{name}[{i}]", low=minimum) for i, p in enumerate(seq))
 
 
 def diagrams(powers: tuple[int, ...], cap: int, allowed: frozenset | None = None
@@ -240,7 +231,7 @@ def diagrams(powers: tuple[int, ...], cap: int, allowed: frozenset | None = None
     4
     """
     powers = _int_tuple(powers, "powers", 1)
-    cap = _check_count(cap, "cap", 1)
+    cap = check_int(cap, "cap", low=1)
     if allowed is not None:
         if isinstance(allowed, (str, bytes)) or not hasattr(allowed, "__iter__"):
             raise TypeError(f"allowed must be a set of (order, pattern) pairs, got "
@@ -283,7 +274,7 @@ def diagram_counts(max_slots: int, cap: int) -> dict[tuple[int, ...], int]:
     >>> diagram_counts(2, 2)
     {(1,): 1, (2,): 1, (3,): 1, (4,): 1, (1, 1): 1}
     """
-    max_slots = _check_count(max_slots, "max_slots", 1)
+    max_slots = check_int(max_slots, "max_slots", low=1)
     keys = [(1,) * s for s in range(1, max_slots + 1)] + [(p,) for p in range(2, 5)]
     return {k: len(diagrams(k, cap)) for k in sorted(keys, key=lambda k: (len(k) > 1, k))}
 
@@ -294,7 +285,7 @@ def integer_partitions(d: int) -> list[tuple[int, ...]]:
     >>> integer_partitions(4)
     [(1, 1, 1, 1), (2, 1, 1), (2, 2), (3, 1), (4,)]
     """
-    d = _check_count(d, "d", 0)
+    d = check_int(d, "d", low=0)
     out = []
 
     def rec(left, maxpart, acc):

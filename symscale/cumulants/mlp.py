@@ -4,9 +4,10 @@ A :class:`RandomMLP` is one fixed draw of a fully connected network with a linea
 :func:`monte_carlo` is the baseline cumulant propagation competes with (same flop accounting);
 :func:`ground_truth` is the reference it is scored against: seeded batches that can run on a
 dask cluster, be cached on disk and resume after an interruption, bit-identically in all cases.
-Each cache file carries a SHA-256 checksum and the identity of its run: a damaged, tampered or
-foreign file is reported by path (:class:`GroundTruthCacheWarning`) and recomputed, and the
-temporary file of a checkpoint write that was killed is removed by the next run.
+Each cache file (:mod:`~symscale.cumulants.cache`) carries a SHA-256 checksum and the identity
+of its run: a damaged, tampered or foreign file is reported by path
+(:class:`GroundTruthCacheWarning`) and recomputed, and the temporary file of a checkpoint write
+that was killed is removed by the next run.
 
 Overflow is an error: where float64 cannot hold the pre-activations, the outputs or their
 mean and variance, :func:`monte_carlo` and :func:`ground_truth` raise ``FloatingPointError``
@@ -27,24 +28,22 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
-import numbers
-import os
-import re
-import socket
-import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from ..activations import Activation, as_activation
-from ..errors import SymscaleError
+from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
 from ..kernels.moments import gaussian_moment_numeric
+from ..validation import (check_array, check_bool, check_choice, check_int, check_real,
+                          check_seed)
+from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
+                    _run_identity, _run_key, _save_atomic)
+from .scores import monte_carlo_mse_over_var, mse_over_var  # re-exported (they lived here)
 
 __all__ = [
     "RandomMLP",
@@ -62,78 +61,14 @@ _INITS = ("he", "standard")
 # ground_truth checkpoints after this many merged batches or seconds, whichever comes first
 _SAVE_EVERY_BATCHES = 16
 _SAVE_EVERY_SECONDS = 10.0
-_CACHE_VERSION = 2  # bump when the cache layout or the sampling scheme changes
-_BAD_CACHE = ("recompute", "raise")
-# a checkpoint write takes well under a second: a temporary file this old has no live writer
-_ORPHAN_AGE_SECONDS = 3600.0
-
-
-class GroundTruthCacheWarning(UserWarning):
-    """A :func:`ground_truth` cache file was damaged, tampered with or written for another run;
-    the message names the file, and the result is recomputed."""
-
-
-class GroundTruthCacheError(SymscaleError, ValueError):
-    """A damaged :func:`ground_truth` cache file with ``bad_cache="raise"``; names the file."""
-
 
 # ---------------------------------------------------------------------------------------------
 # validation helpers
 
 
-def _check_int(value, name: str, minimum: int) -> int:
-    """An integer ``>= minimum`` (numpy integers too). bool and non-numbers are a TypeError; a
-    float, even an integral one, is a ValueError: it is never truncated."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r} "
-                        f"({type(value).__name__})")
-    if not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_real(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite real number, got {value!r} "
-                        f"({type(value).__name__})")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    return float(value)
-
-
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
-
-
-def _check_seed(seed, name: str = "seed"):
-    """``None``, an integer >= 0, or a numpy SeedSequence/BitGenerator/Generator (passed on)."""
-    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator,
-                                         np.random.Generator)):
-        return seed
-    return _check_int(seed, name, 0)
-
-
-def _real_array(a, name: str) -> np.ndarray:
-    """``a`` as a float64 array; TypeError for bool, complex, text or object data."""
-    try:
-        raw = np.asarray(a)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a rectangular numeric array, got "
-                         f"{type(a).__name__}") from None
-    if raw.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be a real numeric array, got dtype {raw.dtype}")
-    return raw.astype(np.float64)
-
-
 def _frozen_array(a, name: str, ndim: int) -> np.ndarray:
     """A read-only float64 copy (so a frozen RandomMLP cannot be mutated through its arrays)."""
-    arr = _real_array(a, name)  # astype made a copy
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values")
+    arr = check_array(a, name, ndim=ndim)  # a copy
     arr.flags.writeable = False
     return arr
 
@@ -266,16 +201,13 @@ class RandomMLP:
         >>> mlp.depth, mlp.widths, mlp.input_dim, mlp.output_dim, mlp.activation.name
         (3, (32, 32, 32), 4, 32, 'tanh')
         """
-        width = _check_int(width, "width", 1)
-        depth = _check_int(depth, "depth", 0)
-        n_in = width if input_dim is None else _check_int(input_dim, "input_dim", 1)
-        n_out = width if output_dim is None else _check_int(output_dim, "output_dim", 1)
-        if not isinstance(init, str) or init not in _INITS:
-            raise ValueError(f"init must be one of {_INITS}, got {init!r}")
-        bias_var = _check_real(bias_var, "bias_var")
-        if bias_var < 0:
-            raise ValueError(f"bias_var must be >= 0, got {bias_var!r}")
-        seed = _check_seed(seed)
+        width = check_int(width, "width", low=1)
+        depth = check_int(depth, "depth", low=0)
+        n_in = width if input_dim is None else check_int(input_dim, "input_dim", low=1)
+        n_out = width if output_dim is None else check_int(output_dim, "output_dim", low=1)
+        init = check_choice(init, "init", _INITS)
+        bias_var = check_real(bias_var, "bias_var", low=0)
+        seed = check_seed(seed)
         act = as_activation(activation)
         gain = 1.0 / _second_moment(act) if init == "he" and depth > 0 else 1.0
         rng = np.random.default_rng(seed)
@@ -301,7 +233,7 @@ class RandomMLP:
         """
         weights = _as_tuple(weights, "weights")
         if biases is None:
-            biases = tuple(np.zeros(_real_array(w, f"weights[{i}]").shape[:1])
+            biases = tuple(np.zeros(check_array(w, f"weights[{i}]", finite=False).shape[:1])
                            for i, w in enumerate(weights))
         return cls(weights, _as_tuple(biases, "biases"),
                    _resolve_activations(activation, len(weights) - 1))
@@ -345,7 +277,7 @@ class RandomMLP:
 
     # -- evaluation -------------------------------------------------------------------------------
     def _evaluate(self, x, layer: int) -> np.ndarray:
-        x = _real_array(x, "x")
+        x = check_array(x, "x", finite=False)
         if x.ndim not in (1, 2) or x.shape[-1] != self.input_dim:
             n = self.input_dim
             raise ValueError(f"x must have shape (N, {n}) or ({n},), got {x.shape}")
@@ -370,14 +302,8 @@ class RandomMLP:
         return h
 
     def _check_layer(self, layer, name: str = "layer") -> int:
-        last = self.depth + 1
-        if isinstance(layer, bool) or not isinstance(layer, numbers.Real):
-            raise TypeError(f"{name} must be an integer in 1..{last} (depth + 1), got {layer!r} "
-                            f"({type(layer).__name__})")
-        if not isinstance(layer, numbers.Integral) or not 1 <= layer <= last:
-            raise ValueError(f"{name} must be an integer in 1..{last} (depth + 1), got "
-                             f"{layer!r}")
-        return int(layer)
+        """A 1-based layer index: 1..depth, or depth + 1 for the output."""
+        return check_int(layer, name, low=1, high=self.depth + 1)
 
     def forward(self, x) -> np.ndarray:
         """M(x) in float64: shape ``(N, n_out)`` for ``x`` of shape ``(N, n_in)``, ``(n_out,)``
@@ -446,7 +372,7 @@ class RandomMLP:
         """
         base = self.truncated(layer)
         n = base.output_dim
-        theta = _real_array(theta, "theta")
+        theta = check_array(theta, "theta", finite=False)
         if theta.ndim > 1 or (theta.ndim == 1 and theta.shape != (n,)):
             raise ValueError(f"theta must be a scalar or have shape ({n},), got {theta.shape}")
         if not np.all(np.isfinite(theta)):
@@ -659,10 +585,10 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     True
     """
     _check_mlp(mlp)
-    n_samples = _check_int(n_samples, "n_samples", 2)
-    batch = _check_int(batch, "batch", 1)
-    seed = _check_seed(seed)
-    progress = _check_bool(progress, "progress")
+    n_samples = check_int(n_samples, "n_samples", low=2)
+    batch = check_int(batch, "batch", low=1)
+    seed = check_seed(seed)
+    progress = check_bool(progress, "progress")
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
@@ -737,202 +663,6 @@ class _Fold:
         return fold
 
 
-# -- the cache file ------------------------------------------------------------------------------
-#
-# ground_truth-<key[:32]>.npz holds the fold (as _Fold.to_arrays), the run's identity ("run":
-# version, network fingerprint, n_samples, batch, seed; "key" is its SHA-256) and "checksum",
-# the SHA-256 of every other array's name, dtype, shape and bytes. Writers write a temporary
-# file <name>.<writer>.<pid>.<random>.tmp and rename it over the cache (atomic): readers see a
-# whole file or none. np.load runs with allow_pickle=False, so no file can run code.
-
-
-def _run_identity(mlp: RandomMLP, n_samples: int, batch: int, seed: int) -> str:
-    return (f"version={_CACHE_VERSION} network={mlp.fingerprint()} n_samples={n_samples} "
-            f"batch={batch} seed={seed}")
-
-
-def _cache_key(mlp: RandomMLP, n_samples: int, batch: int, seed: int) -> str:
-    return hashlib.sha256(_run_identity(mlp, n_samples, batch, seed).encode()).hexdigest()
-
-
-def _checksum(arrays: dict) -> str:
-    """SHA-256 over the name, dtype, shape and bytes of every array but ``checksum``."""
-    h = hashlib.sha256(b"symscale.ground_truth cache")
-    for name in sorted(arrays):
-        if name == "checksum":
-            continue
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def _writer_tag() -> str:
-    """Host and (on Linux) PID namespace of this process: a PID is only meaningful there."""
-    tag = socket.gethostname() or "host"
-    with contextlib.suppress(OSError):
-        tag += "-" + os.readlink("/proc/self/ns/pid").strip("pid:[]")
-    return re.sub(r"[^A-Za-z0-9-]", "_", tag)[:80]
-
-
-_WRITER = _writer_tag()
-_TMP_NAME = re.compile(
-    r"^ground_truth-[0-9a-f]{32}\.npz\.([A-Za-z0-9_-]+)\.(\d+)\.[a-z0-9_]+\.tmp$")
-
-
-def _pid_alive(pid: int) -> bool:
-    if os.name != "posix" or pid <= 0:
-        return True  # elsewhere os.kill(pid, 0) is no probe: rely on the file's age
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, under another user
-        return True
-    return True
-
-
-def _remove_orphans(directory: str) -> None:
-    """Delete checkpoint temporaries whose writer was killed mid-write: those of a process of
-    this host (and PID namespace) that no longer runs, and any older than an hour."""
-    now = time.time()
-    with contextlib.suppress(OSError), os.scandir(directory) as entries:
-        for entry in entries:
-            m = _TMP_NAME.match(entry.name)
-            if m is None:
-                continue
-            with contextlib.suppress(OSError):
-                age = now - entry.stat(follow_symlinks=False).st_mtime
-                dead = m.group(1) == _WRITER and not _pid_alive(int(m.group(2)))
-                if dead or age > _ORPHAN_AGE_SECONDS:
-                    os.unlink(entry.path)
-
-
-def _write_npz(f, arrays: dict) -> None:
-    np.savez(f, **arrays)
-
-
-def _save_atomic(path: str, arrays: dict) -> None:
-    """Add the checksum, write to a temporary file in the same directory (named after this
-    writer, see :func:`_remove_orphans`), then rename it over ``path``."""
-    arrays = dict(arrays)
-    arrays["checksum"] = np.array(_checksum(arrays))
-    directory, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(dir=directory or ".", prefix=f"{name}.{_WRITER}.{os.getpid()}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write_npz(f, arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-class _BadCache(Exception):
-    """Why a cache file cannot be used (internal; reported with the file's path)."""
-
-
-def _fields(n_out: int) -> dict:
-    """name: (dtype kind, shape with None for any length) of a cache file's arrays."""
-    return {"key": ("U", ()), "run": ("U", ()), "checksum": ("U", ()), "next": ("i", ()),
-            "count": ("i", ()), "seconds": ("f", ()), "mean": ("f", (n_out,)),
-            "m2": ("f", (n_out,)), "pending_index": ("i", (None,)),
-            "pending_count": ("i", (None,)), "pending_mean": ("f", (None, n_out)),
-            "pending_m2": ("f", (None, n_out))}
-
-
-def _read_cache(path: str) -> dict:
-    try:
-        data = np.load(path, allow_pickle=False)  # never unpickle: a file must not run code
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise _BadCache("is not an .npz archive")
-        with data:
-            return {k: data[k] for k in data.files}
-    except (_BadCache, PermissionError, IsADirectoryError):
-        raise
-    except Exception as exc:  # zipfile, zlib, format or pickle errors: the file is damaged
-        raise _BadCache(f"cannot be read as an .npz archive ({type(exc).__name__}): it is "
-                        "truncated, damaged or not a ground_truth cache") from None
-
-
-def _describe_run(run: str) -> dict:
-    return dict(part.split("=", 1) for part in run.split() if "=" in part)
-
-
-def _check_cache(arrays: dict, key: str, run: str, n_out: int, sizes: list) -> None:
-    """Raise _BadCache unless ``arrays`` is an intact cache of this run."""
-    spec = _fields(n_out)
-    if "checksum" not in arrays:
-        raise _BadCache("has no checksum (written by an older symscale, or not a ground_truth "
-                        "cache)")
-    if set(arrays) != set(spec):
-        raise _BadCache(f"does not hold the arrays of a ground_truth cache (has "
-                        f"{sorted(arrays)})")
-    for name, (kind, shape) in spec.items():
-        a = arrays[name]
-        if a.dtype.kind != kind or a.ndim != len(shape):
-            raise _BadCache(f"has a malformed array {name!r} (dtype {a.dtype}, shape {a.shape})")
-    if str(arrays["checksum"]) != _checksum(arrays):
-        raise _BadCache("fails its checksum: it was modified or damaged after it was written")
-    if str(arrays["key"]) != key:
-        theirs, ours = _describe_run(str(arrays["run"])), _describe_run(run)
-        diff = ", ".join(f"{k} {theirs.get(k, '?')[:16]} (this run {v[:16]})"
-                         for k, v in ours.items() if theirs.get(k) != v)
-        raise _BadCache(f"was written for another run ({diff or 'different key'})")
-    for name, (_, shape) in spec.items():
-        got = arrays[name].shape
-        if any(want is not None and g != want for g, want in zip(got, shape)):
-            raise _BadCache(f"has an array {name!r} of shape {got}, not {shape} as this run's")
-    nxt, idx, counts = int(arrays["next"]), arrays["pending_index"], arrays["pending_count"]
-    n_pending = idx.shape[0]
-    ok = (0 <= nxt <= len(sizes) and int(arrays["count"]) == sum(sizes[:nxt])
-          and counts.shape[0] == arrays["pending_mean"].shape[0]
-          == arrays["pending_m2"].shape[0] == n_pending
-          and all(nxt < int(i) < len(sizes) for i in idx) and bool(np.all(np.diff(idx) > 0))
-          and all(int(c) == sizes[int(i)] for i, c in zip(idx, counts)))
-    finite = all(np.isfinite(arrays[k]).all() for k in
-                 ("mean", "m2", "pending_mean", "pending_m2", "seconds"))
-    if not (ok and finite and (arrays["m2"] >= 0).all() and (arrays["pending_m2"] >= 0).all()
-            and float(arrays["seconds"]) >= 0):
-        raise _BadCache("is inconsistent with the batches of this run")
-
-
-def _load_cache(path: str, key: str, run: str, n_out: int, sizes: list,
-                bad_cache: str) -> _Fold | None:
-    """The saved fold, None if there is none; a bad file is reported by path (warning, or
-    error with ``bad_cache="raise"``) and left in place: the next checkpoint replaces it
-    atomically, whereas deleting it now could delete a good file a concurrent run just wrote."""
-    if not os.path.lexists(path):
-        return None
-    try:
-        arrays = _read_cache(path)
-        _check_cache(arrays, key, run, n_out, sizes)
-    except _BadCache as bad:
-        if bad_cache == "raise":
-            raise GroundTruthCacheError(
-                f"ground_truth cache file {path} {bad}; delete it, or pass "
-                "bad_cache='recompute' to recompute it") from None
-        warnings.warn(f"ground_truth cache file {path} {bad}; recomputing it (pass "
-                      "bad_cache='raise' to stop instead)", GroundTruthCacheWarning, stacklevel=3)
-        return None
-    return _Fold.from_arrays(arrays)
-
-
-def _cache_directory(cache_dir) -> str:
-    if isinstance(cache_dir, bool) or not isinstance(cache_dir, (str, bytes, os.PathLike)):
-        raise TypeError(f"cache_dir must be a path (str or os.PathLike), got "
-                        f"{type(cache_dir).__name__}")
-    directory = os.fsdecode(os.fspath(cache_dir))
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise ValueError(f"cache_dir must be a directory, got the file {directory!r}")
-    os.makedirs(directory, exist_ok=True)
-    return directory
-
-
 def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=None,
                  client=None, progress=True, bad_cache="recompute") -> MonteCarloResult:
     """Reference Monte Carlo estimate of E[M(X)]: seeded batches, optional dask and disk cache.
@@ -986,12 +716,11 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     True
     """
     _check_mlp(mlp)
-    n_samples = _check_int(n_samples, "n_samples", 2)
-    batch = _check_int(batch, "batch", 1)
-    seed = _check_int(seed, "seed", 0)
-    progress = _check_bool(progress, "progress")
-    if not isinstance(bad_cache, str) or bad_cache not in _BAD_CACHE:
-        raise ValueError(f"bad_cache must be one of {_BAD_CACHE}, got {bad_cache!r}")
+    n_samples = check_int(n_samples, "n_samples", low=2)
+    batch = check_int(batch, "batch", low=1)
+    seed = check_int(seed, "seed", low=0)  # part of the cache key: an int, not a Generator
+    progress = check_bool(progress, "progress")
+    bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)
@@ -1001,9 +730,11 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         directory = _cache_directory(cache_dir)
         _remove_orphans(directory)
         run = _run_identity(mlp, n_samples, batch, seed)
-        key = hashlib.sha256(run.encode()).hexdigest()
-        path = os.path.join(directory, f"ground_truth-{key[:32]}.npz")
-        fold = _load_cache(path, key, run, mlp.output_dim, sizes, bad_cache)
+        key = _run_key(run)
+        path = _cache_path(directory, key)
+        saved = _load_cache(path, key, run, mlp.output_dim, sizes, bad_cache)
+        if saved is not None:
+            fold = _Fold.from_arrays(saved)
     if fold is None:
         fold = _Fold(mlp.output_dim)
     todo = [b for b in range(n_batches) if b not in fold.done()]
@@ -1015,7 +746,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     base_seconds = fold.seconds
 
     def record(index, stats):
-        nonlocal last_save, unsaved
+        nonlocal unsaved
         fold.add(index, stats)
         bar.update(1)
         unsaved += 1
@@ -1061,92 +792,3 @@ def _run_dask(client, mlp, seed, todo: Sequence[int], sizes, record) -> None:
     except BaseException:
         client.cancel(futures)  # do not leave the cluster busy with an abandoned run
         raise
-
-
-# ---------------------------------------------------------------------------------------------
-# scores
-
-
-def _finite_array(a, name: str) -> np.ndarray:
-    arr = _real_array(a, name)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values")
-    return arr
-
-
-def _pow2_scaled(a: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(a * 2**-e, e)`` with ``max|a * 2**-e| < 1``: exact (a power of two), so sums and
-    squares of the scaled array neither overflow nor round differently."""
-    top = float(np.max(np.abs(a))) if a.size else 0.0
-    e = int(np.frexp(top)[1])
-    return np.ldexp(a, -e), e
-
-
-def mse_over_var(estimate, truth, var) -> float:
-    """Mean over coordinates of ``(estimate - truth)^2`` divided by ``mean(var)``.
-
-    For a Monte Carlo estimate from N samples this is 1/N on average. Computed with power-of-two
-    scaling, so huge or tiny inputs give the correctly scaled value (bit-identical to the plain
-    formula where that does not overflow).
-
-    Raises
-    ------
-    TypeError, ValueError
-        Non-numeric or non-finite arrays, mismatched shapes, an empty ``estimate``, a negative
-        ``var`` or one whose mean is not positive.
-    FloatingPointError
-        The ratio itself exceeds the float64 range.
-
-    Examples
-    --------
-    >>> mse_over_var([1.0, 2.0], [0.0, 2.0], [1.0, 3.0])
-    0.25
-    """
-    est, tru, var = (_finite_array(a, n) for a, n in
-                     ((estimate, "estimate"), (truth, "truth"), (var, "var")))
-    for name, arr in (("truth", tru), ("var", var)):
-        if arr.shape != est.shape:
-            raise ValueError(f"{name} has shape {arr.shape} but estimate has shape {est.shape}")
-    if est.size == 0:
-        raise ValueError("estimate must not be empty")
-    if np.any(var < 0) or not np.any(var > 0):
-        raise ValueError(f"var must be >= 0 with a positive mean, got "
-                         f"{'a negative entry' if np.any(var < 0) else 'all zeros'}")
-    # halving is exact, so est/2 - tru/2 == (est - tru)/2 without the overflow
-    half, ed = _pow2_scaled(est / 2 - tru / 2)
-    v, ev = _pow2_scaled(var)
-    with np.errstate(over="ignore"):
-        out = float(np.ldexp(np.mean(np.square(half)) / np.mean(v), 2 * ed + 2 - ev))
-    if not math.isfinite(out):
-        raise FloatingPointError("mse_over_var overflows float64: the squared error is more "
-                                 "than 1.8e308 times the variance")
-    return out
-
-
-def monte_carlo_mse_over_var(flops, flops_per_sample):
-    """The Monte Carlo line MSE/Var = 1/N at a budget of ``flops``: ``flops_per_sample / flops``.
-
-    Raises
-    ------
-    TypeError, ValueError
-        Non-numeric, non-finite or non-positive arguments.
-    FloatingPointError
-        The ratio exceeds the float64 range.
-
-    Examples
-    --------
-    >>> monte_carlo_mse_over_var(1e6, 100)
-    0.0001
-    """
-    f = _finite_array(flops, "flops")
-    fps = _finite_array(flops_per_sample, "flops_per_sample")
-    if np.any(f <= 0):
-        raise ValueError(f"flops must be > 0, got {flops!r}")
-    if np.any(fps <= 0):
-        raise ValueError(f"flops_per_sample must be > 0, got {flops_per_sample!r}")
-    with np.errstate(over="ignore"):
-        out = fps / f
-    if not np.all(np.isfinite(out)):
-        raise FloatingPointError("monte_carlo_mse_over_var overflows float64: "
-                                 "flops_per_sample / flops exceeds 1.8e308")
-    return float(out) if out.ndim == 0 else out

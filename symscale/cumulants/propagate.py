@@ -37,13 +37,13 @@ Examples
 
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .mlp import _check_bool, _check_mlp
+from ..validation import check_bool, check_choice, check_int
+from .mlp import _check_mlp
 from .nonlinear import _check_cumulants, nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 
@@ -85,13 +85,9 @@ class Propagation:
 
 
 def _check_estimator(K, variant, factored):
-    if isinstance(K, bool) or not isinstance(K, numbers.Real):
-        raise TypeError(f"K must be an integer in 1..4, got {K!r} ({type(K).__name__})")
-    if not isinstance(K, numbers.Integral) or not 1 <= K <= 4:
-        raise ValueError(f"K must be an integer in 1..4, got {K!r}")
-    if not isinstance(variant, str) or variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    _check_bool(factored, "factored")
+    K = check_int(K, "K", low=1, high=4)
+    check_choice(variant, "variant", VARIANTS)
+    check_bool(factored, "factored")
     if variant == "gaussian" and K != 2:
         raise ValueError(f"variant 'gaussian' is the K=2 exact-Gaussian estimator; got K={K}")
     if factored and K not in (3, 4):
@@ -150,7 +146,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     _check_mlp(mlp)
     _check_estimator(K, variant, factored)
     K = int(K)
-    keep_layers = _check_bool(keep_layers, "keep_layers")
+    keep_layers = check_bool(keep_layers, "keep_layers")
     L = mlp.depth
     if upto is not None:
         upto = mlp._check_layer(upto, "upto")
@@ -158,7 +154,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     t0 = time.perf_counter()
     if coherent_only is None:
         coherent_only = variant == "augmented"
-    coherent_only = _check_bool(coherent_only, "coherent_only")
+    coherent_only = check_bool(coherent_only, "coherent_only")
     # overflow is reported as a FloatingPointError naming the layer (the steps check what
     # they read, and the estimate is checked): numpy's RuntimeWarnings would only be noise
     with np.errstate(over="ignore", invalid="ignore"):

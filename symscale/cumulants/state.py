@@ -27,12 +27,12 @@ True
 from __future__ import annotations
 
 import itertools
-import numbers
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
+from ..validation import check_choice, check_int
 from .diagrams import _set_partitions, block_pattern, integer_partitions
 
 __all__ = ["Tracking", "Cumulants", "linear_step", "einsum_flops"]
@@ -74,13 +74,8 @@ class Tracking:
         >>> Tracking.for_estimator(2, "augmented").slices
         ((3, ((2, 1), (3,))), (4, ((2, 2), (4,))))
         """
-        if isinstance(K, bool) or not isinstance(K, numbers.Real):
-            raise TypeError(f"K must be an integer in 1..4, got {K!r}")
-        if not isinstance(K, numbers.Integral) or not 1 <= K <= 4:
-            raise ValueError(f"K must be an integer in 1..4, got {K!r}")
-        K = int(K)
-        if not isinstance(variant, str) or variant not in ("basic", "augmented"):
-            raise ValueError(f"variant must be 'basic' or 'augmented', got {variant!r}")
+        K = check_int(K, "K", low=1, high=4)
+        check_choice(variant, "variant", ("basic", "augmented"))
         full = tuple(range(1, K + 1))
         slices = []
         if variant == "basic":
@@ -140,13 +135,9 @@ class Cumulants:
     @classmethod
     def standard_gaussian(cls, n: int, tracking: Tracking) -> "Cumulants":
         """Cumulants of :math:`\\mathcal N(0, I_n)` under ``tracking``."""
-        if isinstance(n, bool) or not isinstance(n, numbers.Real):
-            raise TypeError(f"n must be an integer >= 1, got {n!r}")
-        if not isinstance(n, numbers.Integral) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        n = check_int(n, "n", low=1)
         if not isinstance(tracking, Tracking):
             raise TypeError(f"tracking must be a Tracking, got {type(tracking).__name__}")
-        n = int(n)
         c = cls(np.zeros(n))
         for d in tracking.full:
             if d == 2:

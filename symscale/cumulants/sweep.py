@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..testing import fit_loglog_slope
-from .mlp import RandomMLP, _check_bool, _check_int, ground_truth, mse_over_var
+from ..validation import check_bool, check_int
+from .mlp import RandomMLP, ground_truth
 from .propagate import VARIANTS, propagate
+from .scores import mse_over_var
 
 __all__ = ["SweepTable", "sweep", "plot_mse_vs_flops", "plot_mse_vs_width", "plot_mse_vs_depth"]
 
@@ -135,7 +137,7 @@ def _int_list(seq, name: str, minimum: int) -> list[int]:
     """Each entry checked like a scalar argument, the message naming the sequence."""
     out = []
     for i, v in enumerate(_as_list(seq, name)):
-        out.append(_check_int(v, f"{name}[{i}]", minimum))
+        out.append(check_int(v, f"{name}[{i}]", low=minimum))
     return out
 
 
@@ -192,8 +194,8 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     bad = [v for v in variants if not isinstance(v, str) or v not in VARIANTS]
     if bad:
         raise ValueError(f"variants must contain names from {VARIANTS}, got {bad[0]!r}")
-    factored = _check_bool(factored, "factored")
-    n_truth = _check_int(n_truth, "n_truth", 2)
+    factored = check_bool(factored, "factored")
+    n_truth = check_int(n_truth, "n_truth", low=2)
     table = SweepTable()
     ests = _estimators(Ks, variants, factored)
     for width in widths:

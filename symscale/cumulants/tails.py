@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .mlp import _check_mlp, _check_real
+from ..validation import check_real
+from .mlp import _check_mlp
 from .nonlinear import nonlinear_step
 from .propagate import _check_estimator, propagate
 from .state import Tracking
@@ -70,7 +71,7 @@ def tail_probability(mlp, layer: int, theta: float, K: int = 2, variant: str = "
     _check_estimator(K, variant, factored)
     if variant == "gaussian":
         raise ValueError("variant must be 'basic' or 'augmented' for tail probabilities")
-    theta = _check_real(theta, "theta")
+    theta = check_real(theta, "theta")
     layer = mlp._check_layer(layer)
     t0 = time.perf_counter()
     run = propagate(mlp, K=K, variant=variant, factored=factored, upto=layer)

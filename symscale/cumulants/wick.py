@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 import scipy.special as sps
@@ -45,6 +44,7 @@ from ..activations import Activation, as_activation
 from ..errors import NoClosedFormError
 from ..formula import Formula, Variable
 from ..hermite import hermite_he
+from ..validation import check_array, check_int
 
 __all__ = ["wick_table", "relu_gaussian_mean", "relu_gaussian_second_moment",
            "relu_derivative_mean", "relu_bivariate_moment", "relu_bivariate_moment_numeric",
@@ -94,10 +94,13 @@ def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
 
     Raises
     ------
+    TypeError
+        Non-numeric ``mean``/``var`` (a string, None, bool or complex data), or an order
+        ``k_max``/``p_max`` that is not an integer (a float such as 2.0, or a bool).
     ValueError
-        Non-finite ``mean``/``var``, ``var <= 0``, mismatched shapes, negative or non-integer
-        orders, an unknown ``method``, or ``method="exact"`` for an activation that is not
-        piecewise polynomial (the message names the argument).
+        Non-finite ``mean``/``var``, ``var <= 0``, mismatched shapes, negative orders, an
+        unknown ``method``, or ``method="exact"`` for an activation that is not piecewise
+        polynomial (the message names the argument).
     FloatingPointError
         A coefficient is not finite in float64 (the message names the activation and neuron).
 
@@ -115,7 +118,7 @@ def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
     if not act.is_numeric:
         raise ValueError(f"act={act.label} has symbolic parameters; give them numbers")
     mean, var = _moments(mean, var)
-    k_max, p_max = _order(k_max, "k_max"), _order(p_max, "p_max")
+    k_max, p_max = check_int(k_max, "k_max", low=0), check_int(p_max, "p_max", low=0)
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     parts = _polynomial_pieces(act) if method != "quadrature" else None
@@ -140,7 +143,8 @@ def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
 
 
 def _moments(mean, var):
-    m, v = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+    # check_array, not np.asarray(dtype=float): that would read "1" or True as 1.0
+    m, v = check_array(mean, "mean", finite=False), check_array(var, "var", finite=False)
     for name, a in (("mean", m), ("var", v)):
         if a.ndim > 1:
             raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {a.shape}")
@@ -156,12 +160,6 @@ def _moments(mean, var):
         i = int(np.argmax(v <= 0))
         raise ValueError(f"var must be > 0, got {float(v[i])!r} at index {i}")
     return m, v
-
-
-def _order(value, name) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    return int(value)
 
 
 def _check_finite(w, act, mean, var):
@@ -556,7 +554,7 @@ def relu_derivative_mean(k: int) -> Formula:
     >>> relu_derivative_mean(3).expr
     -sqrt(2)*mu*exp(-mu**2/(2*sigma**2))/(2*sqrt(pi)*sigma**3)
     """
-    k = _order(k, "k")
+    k = check_int(k, "k", low=0)
     if k == 0:
         return relu_gaussian_mean()
     a = mu / sigma

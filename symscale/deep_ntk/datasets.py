@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
-from ._checks import check_int, check_real, check_seed
+from ..validation import check_int, check_random_state, check_real
 
 __all__ = ["SpherePoints", "sphere_points", "sphere_regression", "digits_binary",
            "onehot_sequences"]
@@ -72,11 +72,11 @@ def sphere_points(n, d, min_angle=None, max_correlation=None, seed=0, max_iter=5
     >>> bool(np.allclose(np.linalg.norm(X, axis=1), 1.0)), bool(abs(r - np.cos(0.1)) < 1e-12)
     (True, True)
     """
-    n = _check_int(n, "n", 1)
-    d = _check_int(d, "d", 2)
+    n = check_int(n, "n", low=1)
+    d = check_int(d, "d", low=2)
     target = _separation_target(min_angle, max_correlation, n)
-    rng = np.random.default_rng(check_seed(seed))
-    max_iter = _check_int(max_iter, "max_iter", 1)
+    rng = check_random_state(seed)
+    max_iter = check_int(max_iter, "max_iter", low=1)
     X = _uniform_sphere(rng, n, d)
     if target is not None:
         if _max_offdiag(X) > target:
@@ -118,11 +118,11 @@ def sphere_regression(n_train, n_test, d, target="relu_ridge", noise=0.0, seed=0
     >>> round(float(Ytr.var()), 1), Xte.shape
     (1.0, (5, 6))
     """
-    n_train = _check_int(n_train, "n_train", 1)
-    n_test = _check_int(n_test, "n_test", 0)
-    d = _check_int(d, "d", 2)
-    noise = check_real(noise, "noise", 0.0)
-    rng = np.random.default_rng(check_seed(seed))
+    n_train = check_int(n_train, "n_train", low=1)
+    n_test = check_int(n_test, "n_test", low=0)
+    d = check_int(d, "d", low=2)
+    noise = check_real(noise, "noise", low=0.0)
+    rng = check_random_state(seed)
     if not isinstance(target, str):
         raise TypeError(f"target must be 'relu_ridge' or 'harmonic', got {target!r}")
     if target == "relu_ridge":
@@ -171,13 +171,13 @@ def digits_binary(n_train, n_test, seed=0):
     except ImportError as exc:
         raise ImportError("digits_binary needs scikit-learn: pip install scikit-learn "
                           "(or pip install 'symscale[data]')") from exc
-    n_train = _check_int(n_train, "n_train", 1)
-    n_test = _check_int(n_test, "n_test", 0)
+    n_train = check_int(n_train, "n_train", low=1)
+    n_test = check_int(n_test, "n_test", low=0)
     images, digits = load_digits(return_X_y=True)
     if n_train + n_test > len(digits):
         raise ValueError(f"n_train + n_test must be <= {len(digits)} (the digits set), "
                          f"got {n_train} + {n_test}")
-    order = np.random.default_rng(check_seed(seed)).permutation(len(digits))[: n_train + n_test]
+    order = check_random_state(seed).permutation(len(digits))[: n_train + n_test]
     X = np.asarray(images, dtype=np.float64)[order]
     Y = np.where(np.asarray(digits)[order] >= 5, 1.0, -1.0)
     X -= X[:n_train].mean(axis=0)  # test inputs use the training mean: no test leakage
@@ -219,11 +219,11 @@ def onehot_sequences(n_train, n_test, vocab=8, length=6, seed=0):
     >>> Xtr.shape, float((Xtr ** 2).sum(axis=1).max()), sorted(set(Ytr.tolist()))
     ((30, 12), 1.0, [-1.0, 1.0])
     """
-    n_train = _check_int(n_train, "n_train", 1)
-    n_test = _check_int(n_test, "n_test", 0)
-    vocab = _check_int(vocab, "vocab", 2)
-    length = _check_int(length, "length", 1)
-    rng = np.random.default_rng(check_seed(seed))
+    n_train = check_int(n_train, "n_train", low=1)
+    n_test = check_int(n_test, "n_test", low=0)
+    vocab = check_int(vocab, "vocab", low=2)
+    length = check_int(length, "length", low=1)
+    rng = check_random_state(seed)
     cumulative = np.cumsum(rng.dirichlet(np.full(vocab, 0.5), size=vocab), axis=1)
     n = n_train + n_test
     tokens = np.empty((n, length + 1), dtype=np.intp)
@@ -264,7 +264,7 @@ def _separation_target(min_angle, max_correlation, n):
     if n < 2:
         raise ValueError(f"n must be >= 2 when {name} is given, got {n}")
     if name == "min_angle":
-        value = float(np.cos(check_real(value, name, 0.0, np.pi)))
+        value = float(np.cos(check_real(value, name, low=0.0, high=np.pi)))
     else:
         value = check_real(value, name)
     lower = -1.0 / (n - 1)  # n unit vectors: sum_{i != j} rho_ij = |sum x|^2 - n >= -n
@@ -331,7 +331,3 @@ def _harmonic_target(rng, d):
     A -= np.trace(A) / d * np.eye(d)
     std = np.sqrt(2 * np.sum(A * A) / (d * (d + 2)))  # E (x^T A x)^2 = 2 tr A^2 / (d (d+2))
     return lambda X: np.einsum("ij,jk,ik->i", X, A, X) / std
-
-
-def _check_int(value, name, minimum):
-    return check_int(value, name, minimum)

@@ -46,10 +46,10 @@ import numpy as np
 import sympy as sp
 
 from ..activations import as_activation
-from ..errors import NoClosedFormError
+from ..errors import NoClosedFormError, PrecisionWarning
 from ..families import TwoSlope
 from ..formula import Formula
-from ._checks import check_bool, check_int, check_real
+from ..validation import check_bool, check_int, check_real
 
 __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning",
            "angle_asymptotics", "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit"]
@@ -59,12 +59,8 @@ _EPS = np.finfo(float).eps
 _Q_MIN, _Q_MAX = float(np.finfo(float).tiny), 1e150
 
 
-class PrecisionWarning(UserWarning):
-    """The float64 recursion can no longer resolve the requested quantity."""
-
-
 def _check_depth(depth, name: str = "depth") -> int:
-    return check_int(depth, name, 1)
+    return check_int(depth, name, low=1)
 
 
 def _check_rho(rho0) -> np.ndarray:
@@ -327,8 +323,8 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
     depth = _check_depth(depth)
     r = _check_rho(rho0)
     if weight_var is not None:
-        weight_var = check_real(weight_var, "weight_var", 0.0, low_open=True)
-    bias_var = check_real(bias_var, "bias_var", 0.0)
+        weight_var = check_real(weight_var, "weight_var", low=0.0, low_open=True)
+    bias_var = check_real(bias_var, "bias_var", low=0.0)
     return_error = check_bool(return_error, "return_error")
     act, slopes = _two_slope(act)
     if bias_var > 0:
@@ -337,7 +333,7 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
         if slopes is None:
             raise ValueError(f"dps is available for ReLU-type activations without bias only, "
                              f"not {act.label} with bias_var={bias_var!r}")
-        dps = check_int(dps, "dps", 5)
+        dps = check_int(dps, "dps", low=5)
         vals = [_mp_ntk(float(x), depth, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
         if r.ndim == 0:
             return vals[0]
@@ -491,7 +487,7 @@ def angle_asymptotics(act="relu", order: int = 2) -> sp.Expr:
     >>> angle_asymptotics("relu")
     6*pi/(2*h + 3*log(h))
     """
-    order = check_int(order, "order", 1)
+    order = check_int(order, "order", low=1)
     lim = depth_limit(act)
     h = sp.Symbol("h", positive=True)
     den = h + (lim.epsilon / lim.beta**2) * sp.log(h) if order >= 2 else h
@@ -611,9 +607,9 @@ def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: fl
 
     act = as_activation(act)
     r = float(_check_rho(rho0))
-    tol = check_real(tol, "tol", 0.0, low_open=True)
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
     second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
-    w = 1.0 / second if weight_var is None else check_real(weight_var, "weight_var", 0.0,
+    w = 1.0 / second if weight_var is None else check_real(weight_var, "weight_var", low=0.0,
                                                                low_open=True)
     q, converged = 1.0, False
     for _ in range(2000):  # variance fixed point (1 by construction for the default)

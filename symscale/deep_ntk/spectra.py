@@ -34,7 +34,8 @@ import numpy as np
 
 from ..activations import as_activation
 from ..kernels.recursions import mlp_kernels
-from ._checks import check_bool, check_real, check_int, real_array, row_norms
+from ..validation import check_array, check_bool, check_int, check_real
+from ._norms import row_norms
 from .depth import _float_ntk, _step
 
 __all__ = ["ntk_matrix", "limit_matrix", "spectrum_vs_depth", "depth_scale",
@@ -364,7 +365,7 @@ def gradient_flow_predictor(K_train, K_test_train, Y, t, lr=1.0, f0_train=None, 
     K, n = _check_gram(K_train)
     Y, squeeze_k = _as_targets(Y, n, "Y")
     times, scalar_t = _check_times(t)
-    lr = check_real(lr, "lr", 0.0, low_open=True)
+    lr = check_real(lr, "lr", low=0.0, low_open=True)
     f0_train = 0.0 if f0_train is None else _as_targets(f0_train, n, "f0_train", Y.shape[1])[0]
     lam, U = np.linalg.eigh(K)
     if lam[0] < -1e-8 * max(np.abs(lam).max(), np.finfo(float).tiny):
@@ -497,7 +498,7 @@ def _mse(f, Y):
 
 def _sphere_inputs(X, name, normalize):
     normalize = check_bool(normalize, "normalize")
-    X = real_array(X, name)
+    X = check_array(X, name, finite=False)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"{name} must be an (n, d) array with n, d >= 1, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
@@ -515,7 +516,7 @@ def _sphere_inputs(X, name, normalize):
 
 
 def _check_depth(depth, name):
-    return check_int(depth, name, 1)
+    return check_int(depth, name, low=1)
 
 
 def _check_depths(depths):
@@ -542,7 +543,7 @@ def _check_times(t):
 
 
 def _check_gram(K):
-    K = real_array(K, "K_train")
+    K = check_array(K, "K_train", finite=False)
     if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] < 1:
         raise ValueError(f"K_train must be a square (n, n) matrix, got shape {K.shape}")
     if not np.all(np.isfinite(K)):
@@ -554,7 +555,7 @@ def _check_gram(K):
 
 
 def _check_cross(Kx, n):
-    Kx = real_array(Kx, "K_test_train")
+    Kx = check_array(Kx, "K_test_train", finite=False)
     if Kx.ndim != 2 or Kx.shape[1] != n:
         raise ValueError(f"K_test_train must have shape (m, {n}), got {Kx.shape}")
     if not np.all(np.isfinite(Kx)):
@@ -564,7 +565,7 @@ def _check_cross(Kx, n):
 
 def _as_targets(Y, n, name, k=None):
     """Targets as an (n, k) float64 array plus whether a 1-d vector was passed (k = 1)."""
-    Y = real_array(Y, name)
+    Y = check_array(Y, name, finite=False)
     if Y.ndim not in (1, 2) or Y.shape[0] != n or (k is not None and Y.size != n * k):
         want = f"({n},)" + ("" if k in (None, 1) else f" or ({n}, {k})")
         if k is None:

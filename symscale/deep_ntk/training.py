@@ -46,7 +46,7 @@ import numpy as np
 from scipy.linalg import blas
 
 from ..activations import Activation, as_activation
-from ._checks import check_int, check_real, check_seed, real_array
+from ..validation import check_array, check_int, check_random_state, check_real
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
            "linearized_movement", "empirical_ntk"]
@@ -94,8 +94,8 @@ class NTKMLP:
         if isinstance(self.weights, np.ndarray) or not np.iterable(self.weights):
             raise TypeError(f"weights must be a sequence of 2-D arrays, got "
                             f"{type(self.weights).__name__}")
-        weights = tuple(real_array(W, "weights") for W in self.weights)
-        readout = real_array(self.readout, "readout")
+        weights = tuple(check_array(W, "weights", finite=False) for W in self.weights)
+        readout = check_array(self.readout, "readout", finite=False)
         shapes = [W.shape for W in weights]
         if not weights or any(len(a) != 2 for a in shapes) or any(
                 a[0] != b[1] for a, b in zip(shapes, shapes[1:])):
@@ -108,7 +108,7 @@ class NTKMLP:
             if not all(np.all(np.isfinite(a)) for a in arrays):
                 raise ValueError(f"{name} contains NaN or infinite entries")
         object.__setattr__(self, "weight_std",
-                           check_real(self.weight_std, "weight_std", 0.0, low_open=True))
+                           check_real(self.weight_std, "weight_std", low=0.0, low_open=True))
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "readout", readout)
         object.__setattr__(self, "activation", as_activation(self.activation))
@@ -117,9 +117,9 @@ class NTKMLP:
     def init(cls, d_in: int, width: int, depth: int, activation="relu",
              weight_std: float = math.sqrt(2.0), seed: int = 0) -> NTKMLP:
         """Random initialization: every parameter i.i.d. N(0, 1) from ``default_rng(seed)``."""
-        d_in, width, depth = (check_int(value, name, 1) for name, value in
+        d_in, width, depth = (check_int(value, name, low=1) for name, value in
                               (("d_in", d_in), ("width", width), ("depth", depth)))
-        rng = np.random.default_rng(check_seed(seed))
+        rng = check_random_state(seed)
         fan_in = [d_in] + [width] * (depth - 1)
         weights = tuple(rng.standard_normal((width, m)) for m in fan_in)
         return cls(weights, rng.standard_normal(width), activation, weight_std)
@@ -188,7 +188,7 @@ class NTKMLP:
 
 
 def _as_inputs(X, d_in: int, name: str) -> np.ndarray:
-    X = real_array(X, name)
+    X = check_array(X, name, finite=False)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] != d_in:
         raise ValueError(f"{name} must have shape (N, {d_in}) with N >= 1, got {X.shape}")
     if not np.all(np.isfinite(X)):
@@ -197,7 +197,7 @@ def _as_inputs(X, d_in: int, name: str) -> np.ndarray:
 
 
 def _as_targets(Y, N: int) -> np.ndarray:
-    Y = real_array(Y, "Y")
+    Y = check_array(Y, "Y", finite=False)
     if Y.shape not in ((N,), (N, 1)):
         raise ValueError(f"Y must have shape ({N},) to match X, got {Y.shape}")
     if not np.all(np.isfinite(Y)):
@@ -212,9 +212,9 @@ def _check_model(model):
 
 def _check_schedule(lr, steps, record_every):
     """Validate the GD schedule; return the recorded step indices."""
-    check_real(lr, "lr", 0.0, low_open=True)
-    steps = check_int(steps, "steps", 0)
-    record_every = check_int(record_every, "record_every", 1)
+    check_real(lr, "lr", low=0.0, low_open=True)
+    steps = check_int(steps, "steps", low=0)
+    record_every = check_int(record_every, "record_every", low=1)
     return np.array(sorted(set(range(0, steps + 1, record_every)) | {steps}))  # always the end
 
 
@@ -362,7 +362,7 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     >>> train_gd(NTKMLP.init(2, 8, 1), X, Y, lr=-1.0, steps=1)
     Traceback (most recent call last):
     ...
-    ValueError: lr must be a finite real number > 0, got -1.0
+    ValueError: lr must be > 0, got -1.0
     """
     times, X, Y, X_eval = _validate(model, X, Y, lr, steps, record_every, X_eval)
     recorded = set(times.tolist())

@@ -44,7 +44,8 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from ..activations import as_activation
-from ..deep_ntk._checks import check_bool, check_int, check_real, check_seed, safe_rms
+from ..deep_ntk._norms import safe_rms
+from ..validation import check_bool, check_int, check_real, check_seed
 from ..kernels import dual_kernel_numeric
 from . import readout as ro
 
@@ -185,7 +186,7 @@ def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "aut
     Z = ro._matrix(Z, "Z")
     n, P = Z.shape
     y = _weights(y, n)
-    k = check_int(k, "k", 1, P)
+    k = check_int(k, "k", low=1, high=P)
     first_moment = check_bool(first_moment, "first_moment")
     seed = check_seed(seed)
     if not isinstance(eig, str) or eig not in _EIG_METHODS:
@@ -240,7 +241,7 @@ class KernelFilter:
 def _check_clip(clip) -> float:
     # 0 < clip: the floor is divided by; clip <= 1: a floor above the largest eigenvalue
     # would change every eigenvalue
-    return check_real(clip, "clip", 0.0, 1.0, low_open=True)
+    return check_real(clip, "clip", low=0.0, high=1.0, low_open=True)
 
 
 def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-6) -> KernelFilter:
@@ -265,7 +266,7 @@ def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-
     n = G.shape[0]
     G = ro._matrix(G, "G", n)  # square
     y = _weights(y, n)
-    k = check_int(k, "k", 1, n)
+    k = check_int(k, "k", low=1, high=n)
     first_moment = check_bool(first_moment, "first_moment")
     clip = _check_clip(clip)
     d, U = np.linalg.eigh((G + G.T) / 2)
@@ -352,9 +353,9 @@ def variational_check(Z_or_G, y, V, kind: str = "finite", n_random: int = 1000,
     y = _weights(y, n)
     if V.shape[0] != A.shape[1]:
         raise ValueError(f"shapes do not match: Z_or_G {A.shape}, y {y.shape}, V {V.shape}")
-    n_random, n_optimized, n_iter = (check_int(v, name, 1) for name, v in (
+    n_random, n_optimized, n_iter = (check_int(v, name, low=1) for name, v in (
         ("n_random", n_random), ("n_optimized", n_optimized), ("n_iter", n_iter)))
-    seed, rtol = check_seed(seed), check_real(rtol, "rtol", 0.0)
+    seed, rtol = check_seed(seed), check_real(rtol, "rtol", low=0.0)
 
     def metric(X):  # the inner product: Euclidean, or a^T G b in the RKHS
         return X if finite else A @ X
@@ -484,8 +485,8 @@ class LoFi(_LoFiBase):
     ----------
     layers : sequence of (P, k)
         Width of each random lift and number of kept eigen-directions, integers with
-        ``1 <= k <= P`` (numpy integers too; a float such as 50.7 is a ValueError, never
-        truncated).
+        ``1 <= k <= P`` (numpy integers too; a float such as 50.7 or 50.0 is a TypeError,
+        never truncated).
     activation : str or Activation
         Any registered activation (vectorized through its numpy evaluator).
     first_moment : bool
@@ -520,8 +521,8 @@ class LoFi(_LoFiBase):
         if not pairs or any(len(pair) != 2 for pair in pairs):
             raise ValueError(msg)
         # P and k are never truncated: (50.7, 5) is an error, not (50, 5)
-        layers = [(check_int(P, f"layers[{i}] width P", 1), check_int(k, f"layers[{i}] k", 1))
-                  for i, (P, k) in enumerate(pairs)]
+        layers = [(check_int(P, f"layers[{i}] width P", low=1),
+                   check_int(k, f"layers[{i}] k", low=1)) for i, (P, k) in enumerate(pairs)]
         if any(k > P for P, k in layers):
             raise ValueError(msg)
         if not isinstance(eig, str) or eig not in _EIG_METHODS:
@@ -531,7 +532,7 @@ class LoFi(_LoFiBase):
         self.first_moment = check_bool(first_moment, "first_moment")
         self.readout = readout
         # default_rng([seed, layer]) needs an integer >= 0
-        self.seed, self.eig = check_int(seed, "seed", 0), eig
+        self.seed, self.eig = check_int(seed, "seed", low=0), eig
 
     def _lift(self, h, W, c):
         return self.activation((h / c) @ W) / np.sqrt(W.shape[1])
@@ -610,12 +611,12 @@ class LoFiKernel(_LoFiBase):
         ks = list(ks) if np.iterable(ks) and not isinstance(ks, str) else [ks]
         if not ks:
             raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
-        ks = [check_int(k, f"ks[{i}]", 1) for i, k in enumerate(ks)]
+        ks = [check_int(k, f"ks[{i}]", low=1) for i, k in enumerate(ks)]
         if isinstance(ridge, str):
             if ridge not in ("loo", "gcv"):
                 raise ValueError(f"ridge must be 'loo', 'gcv' or a positive float, got {ridge!r}")
         else:
-            ridge = check_real(ridge, "ridge", 0.0, low_open=True)
+            ridge = check_real(ridge, "ridge", low=0.0, low_open=True)
         self.ks, self.activation = ks, as_activation(activation)
         self.first_moment = check_bool(first_moment, "first_moment")
         self.final_lift = check_bool(final_lift, "final_lift")

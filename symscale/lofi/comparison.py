@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..activations import as_activation
-from ..deep_ntk._checks import check_int, check_real, safe_rms
+from ..deep_ntk._norms import safe_rms
+from ..validation import check_int, check_real
 from .algorithm import LoFi
 from .readout import KernelRidgeReadout, NotFittedError, RidgeReadout, _matrix, _targets
 
@@ -63,9 +64,9 @@ def random_feature_model(X_train, y_train, X_test, width: int, activation="relu"
     The lift is LoFi's first layer without the filter: ``sigma(W^T x / c)/sqrt(P)``.
     """
     X_train, y_train, X_test, c = _task(X_train, y_train, X_test)
-    width = check_int(width, "width", 1)
+    width = check_int(width, "width", low=1)
     act = as_activation(activation)
-    rng = np.random.default_rng([check_int(seed, "seed", 0), 7919])
+    rng = np.random.default_rng([check_int(seed, "seed", low=0), 7919])
     W = rng.standard_normal((X_train.shape[1], width))
 
     def lift(X):
@@ -79,7 +80,7 @@ def nngp_ridge(X_train, y_train, X_test, depth: int = 2, activation="relu"):
     from ..kernels import mlp_kernels
 
     X_train, y_train, X_test, rms = _task(X_train, y_train, X_test)
-    depth = check_int(depth, "depth", 0)
+    depth = check_int(depth, "depth", low=0)
     X = np.vstack([X_train, X_test]) / rms  # unit input kernel on average
     K, _ = mlp_kernels(X * math.sqrt(X.shape[1]), depth, activation, weight_var=2.0, ntk=False)
     n = X_train.shape[0]
@@ -98,12 +99,12 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
     from ..deep_ntk.training import NTKMLP, feature_movement, train_gd
 
     X_train, y_train, X_test, rms = _task(X_train, y_train, X_test)
-    width, depth = check_int(width, "width", 1), check_int(depth, "depth", 1)
-    lr = check_real(lr, "lr", 0.0, low_open=True)
-    max_steps = check_int(max_steps, "max_steps", 0)
-    val_fraction = check_real(val_fraction, "val_fraction", 0.0, 1.0, low_open=True,
+    width, depth = check_int(width, "width", low=1), check_int(depth, "depth", low=1)
+    lr = check_real(lr, "lr", low=0.0, low_open=True)
+    max_steps = check_int(max_steps, "max_steps", low=0)
+    val_fraction = check_real(val_fraction, "val_fraction", low=0.0, high=1.0, low_open=True,
                               high_open=True)
-    rng = np.random.default_rng([check_int(seed, "seed", 0), 104729])
+    rng = np.random.default_rng([check_int(seed, "seed", low=0), 104729])
     n = X_train.shape[0]
     perm = rng.permutation(n)
     n_val = max(1, int(round(val_fraction * n)))
@@ -174,10 +175,10 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
     unknown = [m for m in methods if m not in _METHODS]
     if unknown or not methods:
         raise ValueError(f"methods must be a non-empty subset of {_METHODS}, got {methods!r}")
-    sizes = [check_int(n, "sizes", 2) for n in sizes]
-    seeds = [check_int(seed, "seeds", 0) for seed in seeds]
-    n_test = check_int(n_test, "n_test", 1)
-    mlp_steps = check_int(mlp_steps, "mlp_steps", 0)
+    sizes = [check_int(n, "sizes", low=2) for n in sizes]
+    seeds = [check_int(seed, "seeds", low=0) for seed in seeds]
+    n_test = check_int(n_test, "n_test", low=1)
+    mlp_steps = check_int(mlp_steps, "mlp_steps", low=0)
     lofi_layers = LoFi(list(lofi_layers)).layers  # checked (P, k) pairs
     out = Comparison()
     k_last, p_first = lofi_layers[-1][1], lofi_layers[0][0]
@@ -214,7 +215,7 @@ def first_layer_filters(model: LoFi, n_filters: int = 8) -> np.ndarray:
     """
     if not isinstance(model, LoFi):
         raise TypeError(f"model must be a fitted LoFi, got {type(model).__name__}")
-    n_filters = check_int(n_filters, "n_filters", 1)
+    n_filters = check_int(n_filters, "n_filters", low=1)
     if not hasattr(model, "classes_"):
         raise NotFittedError("model is not fitted yet: call fit(X, y) first")
     est = model.estimators_[0] if model.estimators_ else model

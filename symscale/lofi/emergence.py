@@ -87,7 +87,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..deep_ntk._checks import check_int, check_real, check_seed, real_array
+from ..validation import check_array, check_int, check_random_state, check_real
 
 __all__ = ["BBP", "KINDS", "SpectralOutliers", "additive_spike_model", "bbp_prediction",
            "bulk_edge", "effective_dimension", "noise_floor", "signed_covariance",
@@ -101,11 +101,11 @@ KINDS = ("participation", "regularized", "rank", "stable")
 
 def _check_n(n) -> float:
     """Sample size: a real number >= 2 (predicted sizes need not be integers)."""
-    return check_real(n, "n", 2.0)
+    return check_real(n, "n", low=2.0)
 
 
 def _check_nonneg(name: str, value) -> float:
-    return check_real(value, name, 0.0)
+    return check_real(value, name, low=0.0)
 
 
 def _check_kind(kind: str) -> str:
@@ -115,7 +115,7 @@ def _check_kind(kind: str) -> str:
 
 
 def _as_matrix(name: str, A) -> np.ndarray:
-    A = real_array(A, name)
+    A = check_array(A, name, finite=False)
     if A.ndim != 2:
         raise ValueError(f"{name} must be a 2-d array, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
@@ -134,7 +134,7 @@ def _check_features(Z) -> np.ndarray:
 
 
 def _check_labels(y, n: int) -> np.ndarray:
-    y = real_array(y, "y")
+    y = check_array(y, "y", finite=False)
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},) to match Z, got {y.shape}")
     if not np.all(np.abs(y) == 1.0):  # also rejects NaN
@@ -377,7 +377,7 @@ def spectral_outliers(Z, y, D_eff=None, kind: str = "participation", margin: flo
         lam_ = total_var / n if lam is None else _check_nonneg("lam", lam)
         D_eff = _deff_from_eigs(cov_eigs, kind, lam_)
     else:
-        D_eff = check_real(D_eff, "D_eff", 0.0, low_open=True)
+        D_eff = check_real(D_eff, "D_eff", low=0.0, low_open=True)
     scale = cov_eigs.sum() / D_eff  # variance per effective direction
     center = float(y.mean() * scale)
     tau = scale * np.sqrt(D_eff / n)
@@ -406,10 +406,10 @@ def additive_spike_model(D: int, n: int, rho: float, seed=None):
     >>> round(float(np.mean(tops)), 2)          # BBP: 0.5 + 0.025 / 0.5 = 0.55
     0.56
     """
-    D = check_int(D, "D", 1)
-    n = check_int(n, "n", 2)
+    D = check_int(D, "D", low=1)
+    n = check_int(n, "n", low=2)
     rho = check_real(rho, "rho")
-    rng = np.random.default_rng(check_seed(seed))
+    rng = check_random_state(seed)
     Z = rng.standard_normal((n, D))
     y = rng.permutation(np.where(np.arange(n) < (n + 1) // 2, 1.0, -1.0))
     v = rng.standard_normal(D)

@@ -31,19 +31,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..deep_ntk._checks import check_bool, check_int, check_real, real_array
-from ..errors import SymscaleError
+from ..errors import NotFittedError
+from ..validation import check_array, check_bool, check_int, check_real
 
 __all__ = ["KernelRidgeReadout", "LogisticReadout", "NotFittedError", "RidgeReadout"]
 DEFAULT_LAMBDAS = np.logspace(-6, 6, 100)  # the public code: 500 points, sklearn RidgeCV
 
 
-class NotFittedError(SymscaleError, ValueError, AttributeError):
-    """A model was used (predict, transform, ...) before ``fit``."""
-
-
 def _matrix(a, name, cols=None):
-    a = real_array(a, name)
+    a = check_array(a, name, finite=False)
     if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1 or cols not in (None, a.shape[1]):
         want = "a 2-D array" if cols is None else f"a 2-D array with {cols} columns"
         raise ValueError(f"{name} must be {want}, got shape {a.shape}")
@@ -57,7 +53,7 @@ _SQUARE_MAX = 1e150  # magnitudes whose squares (errors, singular values) stay i
 
 
 def _targets(y, n):
-    y = real_array(y, "y")
+    y = check_array(y, "y", finite=False)
     if y.ndim not in (1, 2) or y.shape[0] != n or not np.all(np.isfinite(y)):
         raise ValueError(f"y must be finite, of shape ({n},) or ({n}, c), got shape {y.shape}")
     return y
@@ -72,7 +68,7 @@ def _check_square_range(a, name):
 
 
 def _lambdas(lambdas):
-    lam = np.atleast_1d(real_array(lambdas, "lambdas"))
+    lam = np.atleast_1d(check_array(lambdas, "lambdas", finite=False))
     if lam.ndim != 1 or lam.size < 1 or not np.all(np.isfinite(lam) & (lam > 0)):
         raise ValueError(f"lambdas must be positive finite numbers, got {lambdas!r}")
     return lam
@@ -224,9 +220,9 @@ class LogisticReadout:
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 1e-10):
-        self.C = check_real(C, "C", 0.0, low_open=True)
-        self.max_iter = check_int(max_iter, "max_iter", 1)
-        self.tol = check_real(tol, "tol", 0.0)
+        self.C = check_real(C, "C", low=0.0, low_open=True)
+        self.max_iter = check_int(max_iter, "max_iter", low=1)
+        self.tol = check_real(tol, "tol", low=0.0)
 
     def _loss(self, A, y, theta):
         return np.logaddexp(0.0, -y * (A @ theta)).sum() + theta[:-1] @ theta[:-1] / (2 * self.C)

@@ -56,7 +56,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..deep_ntk._checks import check_bool, check_int, check_real, check_seed, real_array
+from ..validation import (check_array, check_bool, check_int, check_random_state, check_real,
+                          check_seed)
 from .emergence import KINDS, effective_dimension, spectral_outliers
 
 __all__ = ["CRITERIA", "EmergenceCurve", "HierarchicalTeacher", "emergence_sweep",
@@ -109,10 +110,10 @@ class HierarchicalTeacher:
         self.kinds = tuple(k for k, _ in specs)
         self.parents = tuple(p for _, p in specs)
         direct = [i for i, k in enumerate(self.kinds) if k in _DIRECT]
-        d = check_int(d, "d", max(len(direct), 1))
-        noise = check_real(noise, "noise", 0.0)
-        n_mc = check_int(n_mc, "n_mc", 2)  # the standardization needs a spread
-        seed = None if seed is None else check_int(seed, "seed", 0)
+        d = check_int(d, "d", low=max(len(direct), 1))
+        noise = check_real(noise, "noise", low=0.0)
+        n_mc = check_int(n_mc, "n_mc", low=2)  # the standardization needs a spread
+        seed = None if seed is None else check_int(seed, "seed", low=0)
         if callable(label):
             self._score_fn, self.coefficients = label, None
         else:
@@ -180,7 +181,7 @@ class HierarchicalTeacher:
 
     def features_of(self, X) -> np.ndarray:
         """The hidden features (n, m) of inputs ``X`` (n, d)."""
-        X = real_array(X, "X")
+        X = check_array(X, "X", finite=False)
         if X.ndim != 2 or X.shape[1] != self.d:
             raise ValueError(f"X must have shape (n, {self.d}), got {X.shape}")
         if not np.all(np.isfinite(X)):
@@ -189,9 +190,9 @@ class HierarchicalTeacher:
 
     def sample(self, n: int, seed=None, return_features: bool = False):
         """Draw ``(X, y)`` (and the hidden features if asked) for ``n`` samples."""
-        n = check_int(n, "n", 1)
+        n = check_int(n, "n", low=1)
         return_features = check_bool(return_features, "return_features")
-        rng = np.random.default_rng(check_seed(seed))
+        rng = check_random_state(seed)
         X = rng.standard_normal((int(n), self.d))
         S = self._features(X @ self.W)
         y = self._labels(S, rng.standard_normal(int(n)))
@@ -207,7 +208,7 @@ class HierarchicalTeacher:
         return self._rho[feature]
 
     def _check_feature(self, feature) -> None:
-        check_int(feature, "feature", 0, len(self.kinds) - 1)
+        check_int(feature, "feature", low=0, high=len(self.kinds) - 1)
 
     def __repr__(self) -> str:
         feats = ", ".join(f"{k}{list(p) if p else ''}" for k, p in zip(self.kinds, self.parents))
@@ -267,8 +268,8 @@ def predicted_emergence(teacher: HierarchicalTeacher, feature: int, d_eff=None,
             raise ValueError("d_eff is required for a hierarchical feature: it is the effective "
                              "dimension of the representation that holds its parents")
         d_eff = teacher.d
-    d_eff = check_real(d_eff, "d_eff", 0.0, low_open=True)
-    margin = check_real(margin, "margin", 0.0)
+    d_eff = check_real(d_eff, "d_eff", low=0.0, low_open=True)
+    margin = check_real(margin, "margin", low=0.0)
     rho2 = teacher.strength(feature) ** 2
     if rho2 == 0.0:
         return float("inf")
@@ -360,14 +361,14 @@ def emergence_sweep(teacher: HierarchicalTeacher, ns, seeds, features=None,
     True
     """
     _check_teacher(teacher)
-    ns = real_array(ns, "ns")
+    ns = check_array(ns, "ns", finite=False)
     if ns.ndim != 1 or ns.size < 2 or not np.all(np.isfinite(ns)) or np.any(ns < 2) \
             or np.any(np.diff(ns) <= 0) or np.any(ns != np.round(ns)):
         raise ValueError(f"ns must be an increasing sequence of at least two integer sizes >= 2"
                          f" (never truncated), got {ns.tolist()}")
     ns = ns.astype(np.int64)
     residual = check_bool(residual, "residual")
-    margin = check_real(margin, "margin", 0.0)
+    margin = check_real(margin, "margin", low=0.0)
     seeds = [check_seed(s, "seeds") for s in seeds]
     if not seeds:
         raise ValueError("seeds must not be empty")

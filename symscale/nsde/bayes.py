@@ -41,7 +41,7 @@ from ..activations import activation
 from ..formula import CheckReport, CheckRow, Formula, Variable, sample_mean
 from ..errors import DomainError
 from ..kernels.numeric import dual_kernel_numeric
-from ._checks import check_choice, check_int, check_real, check_seed, real_array
+from ..validation import check_array, check_choice, check_int, check_real, check_seed
 from .sde import Vaa, Vab, Vbb, c_minus, c_plus, drift
 from .shaping import Shaped
 from .simulate import check_psd, finite_width_chain, psd_sqrt, simulate_sde
@@ -58,7 +58,7 @@ __all__ = ["gram_symbols", "generator", "generator_numeric", "carre_du_champ",
 
 def gram_symbols(P: int) -> sp.Matrix:
     """Symmetric P x P matrix of symbols V_ab (V_aa positive)."""
-    P = check_int(P, "P", 1)
+    P = check_int(P, "P", low=1)
 
     def sym(a, b):
         a, b = min(a, b), max(a, b)
@@ -184,7 +184,7 @@ def generator_numeric(g, V, b, *, h: float | None = None) -> float:
     """
     V = check_psd(V, "V")
     g = _callable(g, "g")
-    b = real_array(b, "b")
+    b = check_array(b, "b")
     if b.shape != V.shape:
         raise ValueError(f"b must be a {V.shape} matrix like V, got shape {b.shape}")
     pairs = _pairs(V.shape[0])
@@ -234,7 +234,7 @@ def log_gaussian_likelihood(V, Y, beta) -> float:
         beta = inf and V singular: the Gaussian has no density.
     """
     V = check_psd(V, "V")
-    Y = real_array(Y, "Y")
+    Y = check_array(Y, "Y")
     if Y.shape != (V.shape[0],):
         raise ValueError(f"Y must be a vector of length P = {V.shape[0]}, got shape {Y.shape}")
     beta = _beta(beta)
@@ -260,8 +260,8 @@ def _log_lik(V, Y, beta) -> float:
 
 
 def _data(X, Y, name_x="X", name_y="Y"):
-    X = real_array(X, name_x, finite=False)
-    Y = real_array(Y, name_y, finite=False)
+    X = check_array(X, name_x, finite=False)
+    Y = check_array(Y, name_y, finite=False)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"{name_x} must be a P x d array, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
@@ -297,7 +297,7 @@ def _check_interpolation(V0, beta):
 
 
 def _test_input(x0, X):
-    x0 = real_array(x0, "x0", finite=False)
+    x0 = check_array(x0, "x0", finite=False)
     if x0.shape != (X.shape[1],) or not np.all(np.isfinite(x0)):
         raise ValueError(f"x0 must be a finite vector of length d = {X.shape[1]}, got shape "
                          f"{x0.shape}")
@@ -390,7 +390,7 @@ def partition_function(X, Y, act, beta, tau: float, *, n_samples: int = 2000, se
     X, Y = _data(X, Y)
     beta = _beta(beta)
     tau = check_real(tau, "tau", low=0.0)
-    n_samples = check_int(n_samples, "n_samples", 2)
+    n_samples = check_int(n_samples, "n_samples", low=2)
     seed = check_seed(seed)
     method = check_choice(method, "method", ("chain", "sde"))
     dt = check_real(dt, "dt", low=0.0, low_open=True)
@@ -569,7 +569,7 @@ def check_first_order(X, Y, act: Shaped, beta=np.inf, *, x0=None, n_samples: int
         raise ValueError("check_first_order needs a Shaped activation (it fixes the width n)")
     X, Y = _data(X, Y)
     beta = _beta(beta)
-    n_samples = check_int(n_samples, "n_samples", 2)
+    n_samples = check_int(n_samples, "n_samples", low=2)
     seed = check_seed(seed)
     n_sigma = check_real(n_sigma, "n_sigma", low=0.0, low_open=True)
     if x0 is not None:

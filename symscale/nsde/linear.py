@@ -40,7 +40,7 @@ import sympy as sp
 
 from ..errors import DomainError
 from ..formula import Formula, Variable
-from ._checks import check_choice, check_int, check_real, real_array
+from ..validation import check_array, check_choice, check_int, check_real
 
 __all__ = ["meijer_g0m", "log_meijer_g0m", "deep_linear_prior", "relu_deep_prior",
            "deep_linear_evidence", "posterior_scale", "predictive_density", "LinearEvidence",
@@ -55,11 +55,11 @@ def _widths(widths, name="widths"):
     ws = tuple(widths)
     if not ws:
         raise ValueError(f"{name} must be a non-empty sequence of integers >= 1, got {widths!r}")
-    return tuple(check_int(w, f"{name}[{i}]", 1) for i, w in enumerate(ws))
+    return tuple(check_int(w, f"{name}[{i}]", low=1) for i, w in enumerate(ws))
 
 
 def _dps(dps):
-    return check_int(dps, "dps", 15)
+    return check_int(dps, "dps", low=15)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,11 +321,11 @@ class LinearEvidence:
 
 
 def _model(X, Y, widths, variances) -> LinearModel:
-    X = real_array(X, "X")
+    X = check_array(X, "X")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a P x N0 array (inputs as rows), got shape {X.shape}")
     P, N0 = X.shape
-    Y = real_array(Y, "Y")
+    Y = check_array(Y, "Y")
     if Y.shape != (P,):
         raise ValueError(f"Y must be a vector of length P = {P}, got shape {Y.shape}")
     ns = _widths(widths)
@@ -635,11 +635,11 @@ def predictive_density(y, x, X, Y, widths, variances=None, dps: int = 30):
     m = _model(X, Y, widths, variances)
     dps = _dps(dps)
     N0 = m.theta_star.shape[0]
-    x = real_array(x, "x")
+    x = check_array(x, "x")
     if x.shape != (N0,):
         raise ValueError(f"x must be a finite vector of length N0 = {N0}, got shape {x.shape}")
     y = check_real(y, "y")
-    Xs = real_array(X, "X") / m._x_scale
+    Xs = check_array(X, "X") / m._x_scale
     perp = x - Xs.T @ np.linalg.solve(m._gram_scaled, Xs @ x)
     r = float(np.linalg.norm(perp))
     if r <= 1e-14 * max(float(np.linalg.norm(x)), 1e-300):

@@ -36,7 +36,7 @@ from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
-from ._checks import check_int, check_real
+from ..validation import check_int, check_real
 from .shaping import Shaped, taylor_at_zero
 
 __all__ = ["drift", "nu", "diffusion", "correlation_sde", "explosion_criterion", "CorrelationSDE",
@@ -71,7 +71,7 @@ def bivariate_moment(i: int, j: int) -> sp.Expr:
     >>> bivariate_moment(2, 2)
     V_aa*V_bb + 2*V_ab**2
     """
-    return _bivariate_moment(check_int(i, "i", 0), check_int(j, "j", 0))
+    return _bivariate_moment(check_int(i, "i", low=0), check_int(j, "j", low=0))
 
 
 @lru_cache(maxsize=None)
@@ -494,15 +494,16 @@ def explosion_criterion(act, a=None) -> ExplosionCriterion:
     else:
         b = drift(act, a=a)
     mu = sp.simplify(b.expr.xreplace({Vaa: Vaa, Vab: Vaa, Vbb: Vaa}) / Vaa**2)
-    sampler = point_sampler = None
-    if b.sampler is not None:  # the drift's sampler on the diagonal, divided by V^2
-        def sampler(point, n, rng):
-            v = 1.3
-            return b.sampler({**point, "V_aa": v, "V_ab": v, "V_bb": v}, n, rng) / v**2
+    def diagonal_sampler(point, n, rng):  # the drift's sampler on the diagonal, over V^2
+        v = 1.3
+        return b.sampler({**point, "V_aa": v, "V_ab": v, "V_bb": v}, n, rng) / v**2
 
-        def point_sampler(rng):
-            return {"a": float(rng.uniform(0.8, 2.0))} if a is None else {}
+    def a_sampler(rng):
+        return {"a": float(rng.uniform(0.8, 2.0))} if a is None else {}
 
+    has_sampler = b.sampler is not None
+    sampler = diagonal_sampler if has_sampler else None
+    point_sampler = a_sampler if has_sampler else None
     f = Formula(mu, b.variables[3:], name=f"mu[{b.name}]", lhs=r"\mu", sampler=sampler,
                 point_sampler=point_sampler)
     return ExplosionCriterion(f, "V_aa explodes in finite time with positive probability iff "

@@ -28,7 +28,7 @@ import sympy as sp
 
 from ..activations import Activation, X, activation, as_activation
 from ..errors import DomainError
-from ._checks import check_int, check_real
+from ..validation import check_int, check_real
 
 __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero"]
 
@@ -64,7 +64,7 @@ class Shaped:
 
 
 def _width(n):
-    return check_int(n, "n", 1)
+    return check_int(n, "n", low=1)
 
 
 def _finite(v, name):
@@ -80,7 +80,7 @@ def taylor_at_zero(act, order: int = 3) -> list:
         phi is not smooth at 0 (a kink or a jump there).
     """
     act = as_activation(act)
-    order = check_int(order, "order", 0)
+    order = check_int(order, "order", low=0)
     if any(abs(k) < 1e-12 for k in act.kinks):
         raise DomainError(f"activation {act.label} is not smooth at 0 (kink or jump); shaping a "
                           "non-smooth activation needs shaped_relu / the ReLU drift")

@@ -35,19 +35,15 @@ from tqdm import tqdm
 
 from ..activations import as_activation
 from ..formula import Formula
-from ._checks import check_bool, check_choice, check_int, check_real, check_seed, real_array
+from ..errors import PathStatisticWarning
+from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
+                          check_real, check_seed)
 from .sde import Vaa, Vab, Vbb, correlation_sde, drift
 from .shaping import Shaped
 
 __all__ = ["Paths", "PathMean", "PathStatisticWarning", "finite_width_chain",
            "finite_width_network", "simulate_sde", "simulate_correlation_sde", "psd_sqrt",
            "check_psd"]
-
-
-class PathStatisticWarning(UserWarning):
-    """A statistic over simulated paths used fewer paths than simulated: none or one valid
-    path (the result is NaN, with ``n_used`` saying so), or paths where the statistic itself
-    is undefined or non-finite (left out and counted)."""
 
 
 class PathMean(tuple):
@@ -163,8 +159,8 @@ class Paths:
             raise ValueError("correlation needs matrix-valued paths (n_paths, P, P); these "
                              f"have shape {self.values.shape}")
         P = self.values.shape[1]
-        a = check_int(a, "a", 0)
-        b = check_int(b, "b", 0)
+        a = check_int(a, "a", low=0)
+        b = check_int(b, "b", low=0)
         if a >= P or b >= P:
             raise ValueError(f"a and b must be indices < P = {P}, got a={a}, b={b}")
         V = self.values[self.valid]
@@ -190,7 +186,7 @@ def check_psd(V0, name: str = "V0") -> np.ndarray:
     """A symmetric PSD P x P float64 matrix, or TypeError/ValueError naming ``name``."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {name!r}")
-    V = real_array(V0, name)
+    V = check_array(V0, name)
     if V.ndim != 2 or V.shape[0] != V.shape[1] or V.shape[0] < 1:
         raise ValueError(f"{name} must be a square matrix, got shape {V.shape}")
     scale = max(np.abs(V).max(), 1e-300)
@@ -205,7 +201,7 @@ def check_psd(V0, name: str = "V0") -> np.ndarray:
 def psd_sqrt(V):
     """Symmetric square roots of a stack (..., P, P) of symmetric matrices (negative eigenvalues
     -> 0)."""
-    V = real_array(V, "V")
+    V = check_array(V, "V")
     if V.ndim < 2 or V.shape[-1] != V.shape[-2]:
         raise ValueError(f"V must be a stack of square matrices (..., P, P), got shape {V.shape}")
     return _psd_sqrt(V)
@@ -225,7 +221,7 @@ def _sqrt_from_eigh(w, U):
 
 
 def _count(v, name, low):
-    return check_int(v, name, low)
+    return check_int(v, name, low=low)
 
 
 def _positive(v, name):
@@ -235,7 +231,7 @@ def _positive(v, name):
 def _network_spec(act, n, weight_var):
     """(activation, weight variance, width) from a Shaped or an activation."""
     if isinstance(act, Shaped):
-        if n is not None and check_int(n, "n", 1) != act.n:
+        if n is not None and check_int(n, "n", low=1) != act.n:
             raise ValueError(f"n={n} differs from the width {act.n} the activation was shaped for")
         if weight_var is not None and _positive(weight_var, "weight_var") != act.weight_var:
             raise ValueError(f"weight_var={weight_var!r} differs from the weight variance "
@@ -243,7 +239,7 @@ def _network_spec(act, n, weight_var):
         return act.activation, act.weight_var, act.n
     if n is None:
         raise ValueError("n is required unless act is a Shaped activation")
-    n = check_int(n, "n", 1)
+    n = check_int(n, "n", low=1)
     c = 1.0 if weight_var is None else _positive(weight_var, "weight_var")
     return as_activation(act), c, n
 
@@ -286,7 +282,7 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
     phi, c, n = _network_spec(act, n, weight_var)
     depth = _count(depth, "depth", 0)
     n_chains = _count(n_chains, "n_chains", 1)
-    rng = np.random.default_rng(check_seed(seed))
+    rng = check_random_state(seed)
     save_every = _count(save_every, "save_every", 0)
     progress = check_bool(progress, "progress")
     P = V0.shape[0]
@@ -318,13 +314,13 @@ def finite_width_network(X, act, n: int | None = None, depth: int = 1, n_network
     z^1 = W^0 x / sqrt(d), z^{l+1} = sqrt(c/n) W^l phi(z^l), V^l = (c/n) phi(z^l)^T phi(z^l);
     returns V^depth (the same law as ``finite_width_chain(X X^T / d, ...)``).
     """
-    X = real_array(X, "X")
+    X = check_array(X, "X")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a finite P x d array, got shape {X.shape}")
     phi, c, n = _network_spec(act, n, weight_var)
     depth = _count(depth, "depth", 1)
     n_networks = _count(n_networks, "n_networks", 1)
-    rng = np.random.default_rng(check_seed(seed))
+    rng = check_random_state(seed)
     P, d = X.shape
     out = np.empty((n_networks, P, P))
     for k in range(n_networks):

@@ -14,6 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from symscale.cumulants import cache
 from symscale.cumulants import mlp as mod
 from symscale.cumulants.mlp import (GroundTruthCacheError, GroundTruthCacheWarning, RandomMLP,
                                     ground_truth)
@@ -73,11 +74,11 @@ def _resave(path, arrays):
 
 def test_cache_file_carries_checksum_and_run_identity(cached, plain):
     data = _arrays(cached)
-    assert str(data["checksum"]) == mod._checksum(data)
+    assert str(data["checksum"]) == cache._checksum(data)
     run = str(data["run"])
     net = _net()
     for part in (f"network={net.fingerprint()}", f"n_samples={N}", f"batch={BATCH}",
-                 f"seed={SEED}", f"version={mod._CACHE_VERSION}"):
+                 f"seed={SEED}", f"version={cache._CACHE_VERSION}"):
         assert part in run.split()
     assert str(data["key"]) == hashlib.sha256(run.encode()).hexdigest()
     assert cached.name == f"ground_truth-{str(data['key'])[:32]}.npz"
@@ -138,15 +139,15 @@ def _tampered_mean_checksum_redone(path):
     """Changed mean, checksum recomputed, key of another run."""
     data = _arrays(path)
     data["mean"] = data["mean"] + 1e-3
-    data["key"] = np.array(mod._cache_key(_net(), N + 1, BATCH, SEED))
-    data["checksum"] = np.array(mod._checksum(data))
+    data["key"] = np.array(cache._cache_key(_net(), N + 1, BATCH, SEED))
+    data["checksum"] = np.array(cache._checksum(data))
     _resave(path, data)
 
 
 def _inconsistent_count(path):
     data = _arrays(path)
     data["count"] = np.array(int(data["count"]) - 1, dtype=np.int64)
-    data["checksum"] = np.array(mod._checksum(data))
+    data["checksum"] = np.array(cache._checksum(data))
     _resave(path, data)
 
 
@@ -235,23 +236,24 @@ def test_a_checkpoint_with_pending_batches_round_trips(tmp_path):
     fold = mod._Fold(net.output_dim)
     for b in (0, 1, 4, 7):
         fold.add(b, mod._batch_stats(net, SEED, b, BATCH))
-    run = mod._run_identity(net, N, BATCH, SEED)
-    key = mod._cache_key(net, N, BATCH, SEED)
+    run = cache._run_identity(net, N, BATCH, SEED)
+    key = cache._cache_key(net, N, BATCH, SEED)
     path = str(tmp_path / "c.npz")
-    mod._save_atomic(path, fold.to_arrays(key) | {"run": np.array(run)})
+    cache._save_atomic(path, fold.to_arrays(key) | {"run": np.array(run)})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        back = mod._load_cache(path, key, run, net.output_dim, sizes, "recompute")
+        back = mod._Fold.from_arrays(
+            cache._load_cache(path, key, run, net.output_dim, sizes, "recompute"))
     assert back.next == 2 and sorted(back.pending) == [4, 7]
     np.testing.assert_array_equal(back.state[1], fold.state[1])
     np.testing.assert_array_equal(back.pending[7][2], fold.pending[7][2])
     # a pending index at or below `next` cannot come from a fold
     data = _arrays(path)
     data["pending_index"] = np.array([1, 7], dtype=np.int64)
-    data["checksum"] = np.array(mod._checksum(data))
+    data["checksum"] = np.array(cache._checksum(data))
     _resave(path, data)
     with pytest.warns(GroundTruthCacheWarning, match="inconsistent"):
-        assert mod._load_cache(path, key, run, net.output_dim, sizes, "recompute") is None
+        assert cache._load_cache(path, key, run, net.output_dim, sizes, "recompute") is None
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -288,16 +290,16 @@ def _tmp_name(key, writer, pid, rand="abc123de"):
 
 
 def test_orphan_temporaries_are_removed_and_live_ones_kept(tmp_path, plain):
-    key = mod._cache_key(_net(), N, BATCH, SEED)
+    key = cache._cache_key(_net(), N, BATCH, SEED)
     partial = b"PK\x03\x04" + b"\0" * 100  # the first bytes of a killed np.savez
-    dead = tmp_path / _tmp_name(key, mod._WRITER, _dead_pid())
-    live = tmp_path / _tmp_name(key, mod._WRITER, os.getpid(), "zz9")
+    dead = tmp_path / _tmp_name(key, cache._WRITER, _dead_pid())
+    live = tmp_path / _tmp_name(key, cache._WRITER, os.getpid(), "zz9")
     remote_new = tmp_path / _tmp_name(key, "otherhost-1", 12345)
     remote_old = tmp_path / _tmp_name(key, "otherhost-1", 12346)
     unrelated = tmp_path / "notes.tmp"
     for p in (dead, live, remote_new, remote_old, unrelated):
         p.write_bytes(partial)
-    old = time.time() - 2 * mod._ORPHAN_AGE_SECONDS
+    old = time.time() - 2 * cache._ORPHAN_AGE_SECONDS
     os.utime(remote_old, (old, old))
     os.utime(unrelated, (old, old))
     res = _run(tmp_path)
@@ -311,9 +313,9 @@ def test_orphan_temporaries_are_removed_and_live_ones_kept(tmp_path, plain):
 
 _KILLED_WRITER = """
 import io, sys, time
-from symscale.cumulants import mlp as mod
+from symscale.cumulants import cache, mlp as mod
 mod._SAVE_EVERY_BATCHES = 2
-real, calls = mod._write_npz, []
+real, calls = cache._write_npz, []
 
 def hang_in_second_write(f, arrays):
     calls.append(1)
@@ -326,7 +328,7 @@ def hang_in_second_write(f, arrays):
     print("MID-WRITE", flush=True)
     time.sleep(600)
 
-mod._write_npz = hang_in_second_write
+cache._write_npz = hang_in_second_write
 net = mod.RandomMLP.random(5, 2, "relu", bias_var=0.2, seed=1, input_dim=3, output_dim=2)
 mod.ground_truth(net, %d, seed=%d, batch=%d, cache_dir=sys.argv[1], progress=False)
 """ % (N, SEED, BATCH)
@@ -345,7 +347,7 @@ def test_writer_killed_mid_write_leaves_nothing_that_trips_a_later_run(tmp_path,
         proc.wait()
     names = sorted(os.listdir(tmp_path))
     assert len(names) == 2 and names[0].endswith(".npz") and names[1].endswith(".tmp")
-    assert mod._TMP_NAME.match(names[1])
+    assert cache._TMP_NAME.match(names[1])
     assert int(_arrays(tmp_path / names[0])["next"]) == 2  # the first checkpoint is whole
     calls = _counting(monkeypatch)
     with warnings.catch_warnings():

@@ -173,14 +173,16 @@ def test_any_registered_activation_beats_the_gaussian_mean_field(act):
     assert e3 < e1 and e3 < 0.2 * e1 + 5 * floor
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"K": 0}, "K must"), ({"K": 5}, "K must"), ({"K": 2.0}, "K must"),
-    ({"variant": "fancy"}, "variant"), ({"K": 3, "variant": "gaussian"}, "gaussian"),
-    ({"K": 2, "factored": True}, "factored"), ({"upto": 9}, "upto"),
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"K": 0}, ValueError, "K must"), ({"K": 5}, ValueError, "K must"),
+    ({"K": 2.0}, TypeError, "K must"),  # a float is never an integer (symscale.validation)
+    ({"variant": "fancy"}, ValueError, "variant"),
+    ({"K": 3, "variant": "gaussian"}, ValueError, "gaussian"),
+    ({"K": 2, "factored": True}, ValueError, "factored"), ({"upto": 9}, ValueError, "upto"),
 ])
-def test_bad_estimator_arguments(kwargs, match):
+def test_bad_estimator_arguments(kwargs, error, match):
     mlp = RandomMLP.random(4, 2, seed=0)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         propagate(mlp, **kwargs)
 
 

@@ -344,16 +344,36 @@ def test_bivariate_normal_cdf_symbolic():
     (dict(mean=[0.0, 1.0], var=[1.0]), "mean and var"),
     (dict(mean=np.zeros((2, 2)), var=np.ones((2, 2))), "mean"),
     (dict(k_max=-1), "k_max"),
-    (dict(k_max=1.5), "k_max"),
-    (dict(k_max=True), "k_max"),
     (dict(p_max=-1), "p_max"),
-    (dict(p_max=2.0), "p_max"),
     (dict(method="gauss"), "method"),
 ])
 def test_bad_input_raises_value_error_naming_the_argument(kwargs, name):
     args = dict(mean=[0.0, 1.0], var=[1.0, 2.0], k_max=2, p_max=2)
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
+        wick_table("relu", **args)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    # bool and floats (even 2.0) are not integers: a TypeError (symscale.validation)
+    (dict(k_max=1.5), "k_max must be an integer, got float 1.5"),
+    (dict(k_max=True), "k_max must be an integer, got bool True"),
+    (dict(p_max=2.0), "p_max must be an integer, got float 2.0"),
+])
+def test_non_integer_orders_raise_type_error_naming_the_argument(kwargs, match):
+    args = dict(mean=[0.0, 1.0], var=[1.0, 2.0], k_max=2, p_max=2)
+    args.update(kwargs)
+    with pytest.raises(TypeError, match=match):
+        wick_table("relu", **args)
+
+
+@pytest.mark.parametrize("name", ["mean", "var"])
+@pytest.mark.parametrize("bad", ["1", True, None, 1j, [1.0, "2"]])
+def test_non_numeric_moments_raise_type_error_naming_the_argument(name, bad):
+    # np.asarray(..., dtype=float) used to read "1" and True as 1.0 and None as nan
+    args = dict(mean=[0.0], var=[1.0], k_max=2, p_max=2)
+    args[name] = bad
+    with pytest.raises(TypeError, match=f"^{name} must be a real numeric array"):
         wick_table("relu", **args)
 
 

@@ -2,7 +2,6 @@
 
 import warnings
 
-import mpmath
 import numpy as np
 import pytest
 import sympy as sp
@@ -130,12 +129,14 @@ def test_other_activations():
         depth_limit("tanh")
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"rho0": 1.5, "depth": 3}, "rho0"), ({"rho0": np.nan, "depth": 3}, "rho0"),
-    ({"rho0": 0.5, "depth": 0}, "depth"), ({"rho0": 0.5, "depth": 2.5}, "depth"),
-    ({"rho0": 0.5, "depth": 3, "dps": 2}, "dps"),
-    ({"rho0": 0.5, "depth": 3, "dps": 20, "act": "tanh"}, "dps"),
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"rho0": 1.5, "depth": 3}, ValueError, "rho0"),
+    ({"rho0": np.nan, "depth": 3}, ValueError, "rho0"),
+    ({"rho0": 0.5, "depth": 0}, ValueError, "depth"),
+    ({"rho0": 0.5, "depth": 2.5}, TypeError, "depth"),  # a float is never an integer
+    ({"rho0": 0.5, "depth": 3, "dps": 2}, ValueError, "dps"),
+    ({"rho0": 0.5, "depth": 3, "dps": 20, "act": "tanh"}, ValueError, "dps"),
 ])
-def test_bad_input(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
         normalized_ntk(**kwargs)

@@ -268,7 +268,7 @@ def test_sphere_inputs_and_depth_are_validated():
         sp.depth_scale(X)
     with pytest.raises(ValueError, match="^X must have unit-norm rows"):
         sp.spectrum_vs_depth(X, [1])
-    with pytest.raises(ValueError, match="^depth must be an integer >= 1"):
+    with pytest.raises(ValueError, match="^depth must be >= 1, got 0"):
         sp.ntk_matrix(_pair(0.5), 0)
     with pytest.raises(ValueError, match="^X has a zero row"):
         sp.ntk_matrix(np.zeros((2, 2)), 1, normalize=True)
@@ -303,7 +303,7 @@ def test_sphere_points_seed_and_errors():
         ds.sphere_points(5, 3, max_correlation=-0.5)  # below the simplex bound -1/4
     with pytest.raises(ValueError, match="^max_correlation: could not separate"):
         ds.sphere_points(12, 6, max_correlation=0.0, max_iter=200)  # only the cross-polytope
-    with pytest.raises(ValueError, match="^d must be an integer >= 2"):
+    with pytest.raises(ValueError, match="^d must be >= 2, got 1"):
         ds.sphere_points(5, 1)
 
 
@@ -352,7 +352,7 @@ def test_onehot_sequences():
     assert set(Ytr.tolist()) == {-1.0, 1.0}
     again = ds.onehot_sequences(200, 50, vocab=6, length=5, seed=2)
     assert all(np.array_equal(a, b) for a, b in zip(again, (Xtr, Ytr, Xte, Yte)))
-    with pytest.raises(ValueError, match="^vocab must be an integer >= 2"):
+    with pytest.raises(ValueError, match="^vocab must be >= 2, got 1"):
         ds.onehot_sequences(10, 10, vocab=1)
-    with pytest.raises(ValueError, match="^n_train must be an integer >= 1"):
+    with pytest.raises(ValueError, match="^n_train must be >= 1, got 0"):
         ds.onehot_sequences(0, 10)

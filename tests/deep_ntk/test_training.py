@@ -246,7 +246,6 @@ def test_unnormalized_inner_products_change_with_time(sweep):
     ({"lr": 0.0}, "lr"),
     ({"lr": float("nan")}, "lr"),
     ({"steps": -1}, "steps"),
-    ({"steps": 2.5}, "steps"),
     ({"record_every": 0}, "record_every"),
     ({"Y": np.zeros(3)}, "Y"),
     ({"Y": np.array([0.0, np.nan, 0.0, 1.0])}, "Y"),
@@ -260,6 +259,14 @@ def test_bad_input_raises_value_error_naming_the_argument(tiny, fun, kwargs, nam
     args = {"X": X, "Y": Y, "lr": 0.1, "steps": 3, "record_every": 1, "X_eval": None, **kwargs}
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         fun(model, **args)
+
+
+@pytest.mark.parametrize("fun", [train_gd, linearized_movement])
+def test_float_steps_is_a_type_error_naming_the_argument(tiny, fun):
+    model, X, Y = tiny  # a float is never an integer, not even 2.0 (symscale.validation)
+    for steps in (2.5, 2.0):
+        with pytest.raises(TypeError, match=rf"^steps must be an integer, got float {steps}"):
+            fun(model, X=X, Y=Y, lr=0.1, steps=steps, record_every=1, X_eval=None)
 
 
 def test_linearized_movement_refuses_an_oversized_tangent_array(tiny, monkeypatch):

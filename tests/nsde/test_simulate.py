@@ -105,7 +105,7 @@ def test_saving_and_paths_api():
     (lambda: simulate_sde(V0, "relu", t=1, dt=0.1, n_paths=2), ValueError,
      "symbolic parameters"),
     (lambda: simulate_correlation_sde(1.5, "relu", t=1, dt=0.1, n_paths=2), ValueError,
-     "rho0 must lie"),
+     "rho0 must be <= 1, got 1.5"),
     (lambda: finite_width_network(np.full((2, 2), np.nan), "relu", n=4), ValueError,
      "X must be finite"),
 ])
