@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .wasserstein import _check_int, _check_seed, _exponent, _max_abs, _real_array, _unscale
+
 __all__ = ["gaussian_w2", "relative_frobenius", "sample_gaussian", "GaussianSample"]
 
 #: Relative asymmetry ``max|C - C^T| / max|C|`` accepted as round-off.
@@ -61,16 +63,15 @@ class GaussianSample:
 
 
 def _matrix(a, name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of real numbers, got {a!r}") from exc
+    arr = _real_array(a, name)
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty square matrix, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must be finite, got a non-finite entry")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
     return arr
 
 
@@ -85,23 +86,29 @@ def _symmetric(arr: np.ndarray, name: str) -> np.ndarray:
 
 
 def _vector(a, name: str, size: int) -> np.ndarray:
-    try:
-        arr = np.atleast_1d(np.asarray(a, dtype=np.float64))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of real numbers, got {a!r}") from exc
+    arr = np.atleast_1d(_real_array(a, name))
     if arr.shape != (size,):
         raise ValueError(f"{name} must have shape ({size},), got {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must be finite, got {arr.tolist()!r}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = int(np.argmax(bad))
+        raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
     return arr
 
 
-def _psd_sqrt(c: np.ndarray, name: str) -> tuple[np.ndarray, float]:
-    """Symmetric square root of a PSD matrix (negative eigenvalues clipped) and its trace."""
+#: Means (and square roots of covariances) whose largest |entry| lies outside
+#: [2**-_TINY_EXP, 2**_HUGE_EXP] are divided by a power of two first, so that squares and traces
+#: neither overflow nor underflow.
+_HUGE_EXP, _TINY_EXP = 400, 400
+
+
+def _psd_sqrt(c: np.ndarray, name: str, e: int = 0) -> tuple[np.ndarray, float]:
+    """Symmetric square root of a PSD matrix (negative eigenvalues clipped) and its trace;
+    ``c`` is the user's matrix divided by ``4**e`` (the message reports the user's units)."""
     w, V = np.linalg.eigh(c)
     if w[0] < -PSD_RTOL * max(abs(w[0]), abs(w[-1])):
         raise ValueError(f"{name} must be positive semi-definite, got smallest eigenvalue "
-                         f"{w[0]:.6g} (largest {w[-1]:.6g})")
+                         f"{math.ldexp(w[0], 2 * e):.6g} (largest {math.ldexp(w[-1], 2 * e):.6g})")
     np.maximum(w, 0.0, out=w)
     return (V * np.sqrt(w)) @ V.T, float(w.sum())
 
@@ -127,14 +134,20 @@ def gaussian_w2(mean1, cov1, mean2, cov2) -> float:
 
     Raises
     ------
+    TypeError
+        Non-numeric (text, complex, bool) means or covariances.
     ValueError
         Shapes that disagree, non-finite entries, or a covariance that is not symmetric or
         not PSD; the message names the argument.
+    OverflowError
+        The distance itself exceeds the float64 range.
 
     Notes
     -----
-    Square roots come from ``eigh`` with negative eigenvalues clipped to 0, so rank-deficient
-    covariances are handled. The trace term is computed as the nuclear norm of
+    Means beyond :math:`2^{\pm 400}` (and covariances beyond :math:`2^{\pm 800}`) are divided
+    by a power of two first (:math:`W_2` is homogeneous), so squares and traces neither overflow
+    nor underflow. Square roots come from ``eigh`` with negative eigenvalues clipped to 0, so
+    rank-deficient covariances are handled. The trace term is computed as the nuclear norm of
     :math:`C_1^{1/2}C_2^{1/2}` (the sum of its singular values), which equals
     :math:`\operatorname{tr}(C_1^{1/2}C_2C_1^{1/2})^{1/2}` without squaring small eigenvalues.
 
@@ -147,20 +160,28 @@ def gaussian_w2(mean1, cov1, mean2, cov2) -> float:
     >>> round(gaussian_w2([0, 0], np.diag([1.0, 4.0]), [0, 0], np.diag([4.0, 1.0])), 12)
     1.414213562373
     """
-    c1 = _symmetric(_matrix(cov1, "cov1"), "cov1")
+    c1 = _matrix(cov1, "cov1")
     P = c1.shape[0]
     c2 = _matrix(cov2, "cov2")
     if c2.shape != (P, P):
         raise ValueError(f"cov2 must have shape ({P}, {P}) like cov1, got {c2.shape}")
-    c2 = _symmetric(c2, "cov2")
     m1 = _vector(mean1, "mean1", P)
     m2 = _vector(mean2, "mean2", P)
-    s1, tr1 = _psd_sqrt(c1, "cov1")
-    s2, tr2 = _psd_sqrt(c2, "cov2")
+    # W2(c m1, c^2 C1; c m2, c^2 C2) = c W2(m1, C1; m2, C2): a power of two c is exact
+    sizes = [_exponent(v) for v in (_max_abs(m1, m2), math.sqrt(_max_abs(c1, c2))) if v > 0]
+    e = max(sizes, default=0)
+    if -_TINY_EXP <= e <= _HUGE_EXP:
+        e = 0
+    else:
+        m1, m2, c1, c2 = np.ldexp(m1, -e), np.ldexp(m2, -e), np.ldexp(c1, -2 * e), \
+            np.ldexp(c2, -2 * e)
+    c1, c2 = _symmetric(c1, "cov1"), _symmetric(c2, "cov2")
+    s1, tr1 = _psd_sqrt(c1, "cov1", e)
+    s2, tr2 = _psd_sqrt(c2, "cov2", e)
     cross = float(np.linalg.svd(s1 @ s2, compute_uv=False).sum())
     dm = m1 - m2
     w2sq = float(dm @ dm) + max(tr1 + tr2 - 2.0 * cross, 0.0)
-    return math.sqrt(w2sq)
+    return _unscale(math.sqrt(w2sq), e, "the W2 distance of the two Gaussians")
 
 
 def relative_frobenius(K_est, K_ref) -> float:
@@ -177,8 +198,17 @@ def relative_frobenius(K_est, K_ref) -> float:
 
     Raises
     ------
+    TypeError
+        Non-numeric (text, complex, bool) arrays.
     ValueError
         Different shapes, non-finite entries, or ``K_ref`` equal to zero.
+    OverflowError
+        The ratio exceeds the float64 range (e.g. ``K_est`` 1e200, ``K_ref`` 1e-200).
+
+    Notes
+    -----
+    Both norms are taken of copies divided by powers of two, so entries near 1e+-200 neither
+    overflow nor underflow when squared.
 
     Examples
     --------
@@ -187,17 +217,25 @@ def relative_frobenius(K_est, K_ref) -> float:
     >>> round(relative_frobenius([[1.0, 0.3], [0.4, 1.0]], np.eye(2)), 12)   # 0.5 / sqrt(2)
     0.353553390593
     """
-    est = np.asarray(K_est, dtype=np.float64)
-    ref = np.asarray(K_ref, dtype=np.float64)
+    est = _real_array(K_est, "K_est")
+    ref = _real_array(K_ref, "K_ref")
     if est.shape != ref.shape:
         raise ValueError(f"K_est must have the shape of K_ref {ref.shape}, got {est.shape}")
     for name, arr in (("K_est", est), ("K_ref", ref)):
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name} must be finite, got a non-finite entry")
-    norm = float(np.linalg.norm(ref.ravel()))
-    if norm == 0.0:
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
+    if not ref.any():
         raise ValueError("K_ref must be nonzero (its Frobenius norm is the denominator), got 0")
-    return float(np.linalg.norm((est - ref).ravel())) / norm
+    # both norms on copies divided by powers of two (exact), so that squares of huge or tiny
+    # entries neither overflow nor underflow: ||A|| = 2**e ||A / 2**e||
+    e_ref = _exponent(_max_abs(ref))
+    e_all = max(e_ref, _exponent(_max_abs(est)))
+    norm_ref = float(np.linalg.norm(np.ldexp(ref, -e_ref).ravel()))
+    norm_diff = float(np.linalg.norm((np.ldexp(est, -e_all) - np.ldexp(ref, -e_all)).ravel()))
+    return _unscale(norm_diff / norm_ref, e_all - e_ref,
+                    "the relative Frobenius error of K_est against K_ref")
 
 
 def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
@@ -231,9 +269,19 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
 
     Raises
     ------
+    TypeError
+        Non-numeric ``cov`` or ``mean``; ``n``, ``seed`` or ``jitter`` of the wrong type (bool
+        included).
     ValueError
         ``cov`` not square, not finite, not symmetric, or clearly indefinite; bad ``mean``,
-        ``n``, ``seed`` or ``jitter``. The message names the argument.
+        ``n`` (an integer >= 1; 2.0 is refused), ``seed`` (an integer >= 0) or ``jitter``. The
+        message names the argument.
+
+    Notes
+    -----
+    A covariance with entries beyond :math:`2^{\pm 900}` is factorized after division by a
+    power of four (exact) and the factor multiplied back, so the trace and the jitter ladder
+    stay in range; ``jitter_used`` is in the units of ``cov``.
 
     Examples
     --------
@@ -246,28 +294,38 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
     >>> bool(np.allclose(draw.samples[:, 0], draw.samples[:, 1], atol=1e-5))
     True
     """
-    c = _symmetric(_matrix(cov, "cov"), "cov")
+    c = _matrix(cov, "cov")
     P = c.shape[0]
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    n = _check_int(n, "n", 1)
+    seed = _check_seed(seed)
     mu = np.zeros(P) if mean is None else _vector(mean, "mean", P)
-    if jitter is not None and (isinstance(jitter, bool) or not isinstance(jitter, numbers.Real)
-                               or not (math.isfinite(jitter) and jitter >= 0)):
-        raise ValueError(f"jitter must be None or a finite number >= 0, got {jitter!r}")
+    if jitter is not None:
+        if isinstance(jitter, (bool, np.bool_)) or not isinstance(jitter, numbers.Real):
+            raise TypeError(f"jitter must be None or a finite number >= 0, got {jitter!r} "
+                            f"({type(jitter).__name__})")
+        if not (math.isfinite(jitter) and jitter >= 0):
+            raise ValueError(f"jitter must be None or a finite number >= 0, got {jitter!r}")
+    # cov / 4**e (exact) keeps the trace and the factorization in range; the factor is then
+    # multiplied by 2**e, and the jitter measured in the original units
+    e = (_exponent(max(_max_abs(c), 0.0 if jitter is None else float(jitter))) + 1) // 2
+    if -450 <= e <= 450:
+        e = 0
+    else:
+        c = np.ldexp(c, -2 * e)
+    c = _symmetric(c, "cov")
 
     w, V = np.linalg.eigh(c)
     top = max(abs(w[0]), abs(w[-1]))
     if w[0] < -INDEFINITE_RTOL * top:
         raise ValueError(f"cov must be positive semi-definite, got smallest eigenvalue "
-                         f"{w[0]:.6g} < -{INDEFINITE_RTOL:g} * {top:.6g}")
+                         f"{math.ldexp(w[0], 2 * e):.6g} < -{INDEFINITE_RTOL:g} * "
+                         f"{math.ldexp(top, 2 * e):.6g}")
 
     if jitter is None:
         scale = float(np.trace(c)) / P
         ladder = [0.0] + ([j * scale for j in JITTER_LADDER] if scale > 0 else [])
     else:
-        ladder = [float(jitter)]
+        ladder = [math.ldexp(float(jitter), -2 * e)]
     factor, used, method = None, 0.0, "eigh"
     for j in ladder:
         try:
@@ -279,8 +337,11 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
     if factor is None:
         factor = V * np.sqrt(np.maximum(w, 0.0))
 
-    rng = np.random.default_rng(int(seed))
-    samples = rng.standard_normal((int(n), P)) @ factor.T
+    if e:
+        factor = np.ldexp(factor, e)
+        used = math.ldexp(used, 2 * e)
+    rng = np.random.default_rng(seed)
+    samples = rng.standard_normal((n, P)) @ factor.T
     samples += mu
     samples.setflags(write=False)
     return GaussianSample(samples, float(used), method)

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .wasserstein import _check_int, _check_p, _projections, sliced_wasserstein
+from .wasserstein import (_check_int, _check_p, _check_seed, _projections, _real_array,
+                          sliced_wasserstein)
 
 __all__ = ["RateFit", "fit_rate", "NoiseFloor", "noise_floor"]
 
@@ -79,10 +80,7 @@ class NoiseFloor:
 
 
 def _positive_finite(a, name: str, ndim: tuple[int, ...]) -> np.ndarray:
-    try:
-        arr = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of positive numbers, got {a!r}") from exc
+    arr = _real_array(a, name)
     if arr.ndim not in ndim:
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
@@ -132,6 +130,9 @@ def fit_rate(widths, values, n_boot=1000, seed=0, level=0.95) -> RateFit:
 
     Raises
     ------
+    TypeError
+        Non-numeric arrays; ``n_boot``, ``seed`` or ``level`` of the wrong type (bool
+        included).
     ValueError
         Non-positive or non-finite inputs, mismatched shapes, fewer than 3 distinct widths,
         fewer than 2 repeats per width, or invalid ``n_boot``/``level``/``seed``.
@@ -167,16 +168,25 @@ def fit_rate(widths, values, n_boot=1000, seed=0, level=0.95) -> RateFit:
         raise ValueError("values must have at least 2 repeats per width when 2-D, got shape "
                          f"{v.shape}")
     n_boot = _check_int(n_boot, "n_boot", 2)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
+    seed = _check_seed(seed)
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real):
+        raise TypeError(f"level must be a number in (0, 1), got {level!r} "
+                        f"({type(level).__name__})")
+    if not 0 < level < 1:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
 
     lx = np.log(w)
-    ly = np.log(v if v.ndim == 1 else v.mean(axis=1))
+    log_top = np.zeros((w.size, 1))
+    if v.ndim == 2 and not 2.0**-900 <= v.min() <= v.max() <= 2.0**900:
+        # log of the mean of each row as log(top) + log(mean(v / top)): the sum of R values
+        # near the float64 maximum would overflow, and subnormal values would lose digits
+        top = v.max(axis=1, keepdims=True)
+        log_top = np.log(top)
+        v = v / top
+    ly = np.log(v) if v.ndim == 1 else log_top[:, 0] + np.log(v.mean(axis=1))
     slope, intercept, _ = _slopes(lx[None, :], ly[None, :])
 
-    rng = np.random.default_rng(int(seed))
+    rng = np.random.default_rng(seed)
     W = w.size
     boots: list[np.ndarray] = []
     have = 0
@@ -196,7 +206,7 @@ def fit_rate(widths, values, n_boot=1000, seed=0, level=0.95) -> RateFit:
         while have < n_boot:
             b = min(batch, n_boot - have)
             idx = rng.integers(0, R, size=(b, W, R))
-            s, _, _ = _slopes(lxb[:b], np.log(v[rows, idx].mean(axis=2)))
+            s, _, _ = _slopes(lxb[:b], log_top[:, 0] + np.log(v[rows, idx].mean(axis=2)))
             boots.append(s)
             have += b
     slopes = np.concatenate(boots)
@@ -241,6 +251,9 @@ def noise_floor(sampler, n_samples, n_projections=200, seed=0, n_repeats=5, p=1,
 
     Raises
     ------
+    TypeError
+        ``sampler`` not callable or returning non-numeric values; counts, ``seed`` or ``p`` of
+        the wrong type (bool included).
     ValueError
         Invalid counts, seed or ``p``, or a sampler returning the wrong shape or non-finite
         values.
@@ -254,14 +267,14 @@ def noise_floor(sampler, n_samples, n_projections=200, seed=0, n_repeats=5, p=1,
     ((4,), True)
     """
     if not callable(sampler):
-        raise ValueError(f"sampler must be callable as sampler(n, rng), got {sampler!r}")
+        raise TypeError(f"sampler must be callable as sampler(n, rng), got {sampler!r}")
     n_samples = _check_int(n_samples, "n_samples", 1)
     n_projections = _check_int(n_projections, "n_projections", 1)
     n_repeats = _check_int(n_repeats, "n_repeats", 2)
     p = _check_p(p)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    rng = np.random.default_rng(int(seed))
+    seed = _check_seed(seed)
+    n_jobs = _check_int(n_jobs, "n_jobs", 1)
+    rng = np.random.default_rng(seed)
     proj_seed = int(rng.integers(2**63))       # projections: an independent stream of the seed
     theta = None
     values = np.empty(n_repeats)
@@ -275,16 +288,20 @@ def noise_floor(sampler, n_samples, n_projections=200, seed=0, n_repeats=5, p=1,
                              f"{A.shape[1]} and {B.shape[1]} (expected {theta.shape[0]})")
         values[r] = sliced_wasserstein(A, B, p=p, projections=theta, n_jobs=n_jobs)
     values.setflags(write=False)
-    return NoiseFloor(float(values.mean()), float(values.std(ddof=1) / math.sqrt(n_repeats)),
-                      values)
+    top = float(values.max())
+    # distances beyond 2**500 would overflow when squared for the standard deviation
+    scale = top if top > 2.0**500 else 1.0
+    unit = values / scale
+    return NoiseFloor(scale * float(unit.mean()),
+                      scale * float(unit.std(ddof=1)) / math.sqrt(n_repeats), values)
 
 
 def _draw(sampler, n: int, rng) -> np.ndarray:
-    out = np.asarray(sampler(n, rng), dtype=np.float64)
+    out = _real_array(sampler(n, rng), "sampler")
     if out.ndim == 1:
         out = out.reshape(-1, 1)
     if out.ndim != 2 or out.shape[0] != n:
         raise ValueError(f"sampler must return an array of shape ({n}, d), got {out.shape}")
     if not np.isfinite(out).all():
-        raise ValueError("sampler returned non-finite values")
+        raise ValueError("sampler must return finite values, got a non-finite entry")
     return out

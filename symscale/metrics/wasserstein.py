@@ -53,11 +53,20 @@ DEFAULT_CHUNK_BYTES = 8 * 2**20
 # ---------------------------------------------------------------------------- validation helpers
 
 
-def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
+def _real_array(a, name: str) -> np.ndarray:
+    """``a`` as a float64 array; TypeError for text, complex, bool or object data."""
     try:
-        arr = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of real numbers, got {a!r}") from exc
+        raw = np.asarray(a)
+    except (TypeError, ValueError):  # ragged nested sequences
+        raise ValueError(f"{name} must be a rectangular array of real numbers, got "
+                         f"{type(a).__name__}") from None
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {raw.dtype}")
+    return raw.astype(np.float64)
+
+
+def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
+    arr = _real_array(a, name)
     if arr.ndim not in ndim:
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
@@ -72,17 +81,38 @@ def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
 
 
 def _check_p(p) -> float:
-    if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise ValueError(f"p must be a real number >= 1, got {p!r}")
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real):
+        raise TypeError(f"p must be a real number >= 1, got {p!r} ({type(p).__name__})")
     if not (math.isfinite(p) and p >= 1):
         raise ValueError(f"p must be a finite real number >= 1, got {p!r}")
     return float(p)
 
 
 def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    """An integer >= minimum (numpy integers too): bool and non-numbers are a TypeError, a
+    float (2.5, and 2.0 too) a ValueError; never truncated."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r} "
+                        f"({type(value).__name__})")
+    if not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _check_seed(seed) -> int:
+    """A seed of ``numpy.random.default_rng``: an integer >= 0."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Real):
+        raise TypeError(f"seed must be a non-negative integer, got {seed!r} "
+                        f"({type(seed).__name__})")
+    if not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
 
 
 def _check_weights(w, n: int, name: str) -> np.ndarray | None:
@@ -95,11 +125,40 @@ def _check_weights(w, n: int, name: str) -> np.ndarray | None:
     if (arr < 0).any():
         idx = int(np.argmax(arr < 0))
         raise ValueError(f"{name} must be non-negative, got {float(arr[idx])!r} at index {idx}")
-    if not arr.sum() > 0:
+    top = float(arr.max())
+    if not top > 0:
         raise ValueError(f"{name} must have a positive total weight, got {float(arr.sum())!r}")
     if (arr == arr[0]).all():
         return None  # uniform: the fast paths apply
-    return arr
+    # the cumulative sum must neither overflow nor lose huge/subnormal weights
+    return arr if 2.0**-900 <= top <= 2.0**900 else arr / top
+
+
+def _max_abs(*arrays) -> float:
+    """Largest |entry| of the arrays (no temporary array)."""
+    return max(max(float(a.max()), -float(a.min())) for a in arrays)
+
+
+def _exponent(value: float) -> int:
+    """e with 2**(e-1) <= value < 2**e (0 for value 0): dividing by 2**e is exact."""
+    return math.frexp(value)[1] if value > 0 else 0
+
+
+def _unscale(value, e: int, what: str):
+    """``value * 2**e`` for a float or an array; OverflowError when it leaves float64."""
+    if e == 0:
+        return value
+    if np.ndim(value) == 0:
+        try:
+            return math.ldexp(float(value), e)
+        except OverflowError:
+            raise OverflowError(f"{what} is about 2**{math.frexp(float(value))[1] + e}, beyond "
+                                "the float64 range") from None
+    with np.errstate(over="ignore"):
+        out = np.ldexp(value, e)
+    if not np.isfinite(out).all():
+        raise OverflowError(f"{what} exceeds the float64 range")
+    return out
 
 
 # ---------------------------------------------------------------------------------- 1-D kernels
@@ -112,6 +171,52 @@ def _power_inplace(a: np.ndarray, p: float) -> np.ndarray:
     elif p != 1.0:
         np.power(a, p, out=a)
     return a
+
+
+#: Rows of |x - y| whose largest entry D has |p log2 D| above this are divided by D before the
+#: p-th power, so that no power overflows and the sum is not lost to underflow (2**900 leaves
+#: room for 2**60 terms below the float64 maximum 2**1024).
+_SAFE_LOG2 = 900.0
+
+
+def _wp_rows(d: np.ndarray, p: float, out: np.ndarray, delta: np.ndarray | None = None):
+    """``out[k] = W_p`` of row k of the distances ``d >= 0`` (k, m), overwriting ``d``:
+    ``(mean_i d[k, i]**p)**(1/p)``, or ``(sum_i delta[i] d[k, i]**p)**(1/p)`` with weights.
+
+    W_p is positively homogeneous, so a row whose p-th powers would overflow or underflow is
+    divided by its largest entry D and the result multiplied by D.
+    """
+    scale = None
+    if p != 1.0:
+        top = d.max(axis=1)
+        with np.errstate(divide="ignore"):
+            unsafe = ~(np.abs(np.log2(top)) * p <= _SAFE_LOG2)     # also rows of zeros
+        if unsafe.any():
+            scale = np.where(unsafe & (top > 0), top, 1.0)
+            d /= scale[:, None]
+    _power_inplace(d, p)
+    if delta is None:
+        np.mean(d, axis=1, out=out)
+    else:
+        np.multiply(d, delta, out=d)                                # no BLAS: see _project
+        np.sum(d, axis=1, out=out)
+    if p != 1.0:
+        np.power(out, 1.0 / p, out=out)
+    if scale is not None:
+        out *= scale
+    return out
+
+
+def _power_mean(w: np.ndarray, p: float) -> float:
+    """``(mean w**p)**(1/p)`` of distances ``w >= 0`` without overflow or underflow."""
+    if p == 1.0:
+        return float(w.mean())
+    top = float(w.max())
+    if top == 0.0:
+        return 0.0
+    if abs(math.log2(top)) * p <= _SAFE_LOG2:
+        return float(np.mean(w ** p)) ** (1.0 / p)
+    return top * float(np.mean((w / top) ** p)) ** (1.0 / p)
 
 
 def _cdf(w: np.ndarray | None, n: int) -> np.ndarray:
@@ -132,19 +237,20 @@ def _quantile_plan(a_cdf: np.ndarray, b_cdf: np.ndarray):
     return ix, iy, delta
 
 
-def _wpp_weighted(x: np.ndarray, a: np.ndarray | None, y: np.ndarray, b: np.ndarray | None,
-                  p: float) -> float:
-    """W_p^p between unsorted weighted samples by the exact quantile formula."""
+def _wp_weighted(x: np.ndarray, a: np.ndarray | None, y: np.ndarray, b: np.ndarray | None,
+                 p: float) -> float:
+    """W_p between unsorted weighted samples by the exact quantile formula."""
     ox = np.argsort(x, kind="stable")
     oy = np.argsort(y, kind="stable")
     ix, iy, delta = _quantile_plan(_cdf(None if a is None else a[ox], x.size),
                                    _cdf(None if b is None else b[oy], y.size))
     d = np.abs(x[ox][ix] - y[oy][iy])
-    return float(np.multiply(_power_inplace(d, p), delta, out=d).sum())
+    return float(_wp_rows(d[None, :], p, np.empty(1), delta)[0])
 
 
-def _root(value: float, p: float) -> float:
-    return float(value) if p == 1.0 else float(value) ** (1.0 / p)
+#: Samples whose largest |entry| lies outside [2**-_TINY_EXP, 2**_HUGE_EXP] are divided by a
+#: power of two first (exact), so that differences and projections stay in range.
+_HUGE_EXP, _TINY_EXP = 1000, 960
 
 
 def wasserstein_1d(x, y, p=1, x_weights=None, y_weights=None) -> float:
@@ -167,12 +273,21 @@ def wasserstein_1d(x, y, p=1, x_weights=None, y_weights=None) -> float:
 
     Raises
     ------
+    TypeError
+        Non-numeric samples or weights (text, complex, bool); ``p`` not a real number.
     ValueError
         Empty, non-1-D or non-finite ``x``/``y``; ``p < 1``; weights of the wrong shape,
         negative, non-finite or with zero total. The message names the argument.
+    OverflowError
+        The distance itself exceeds the float64 range.
 
     Notes
     -----
+    :math:`W_p(cx, cy) = c\,W_p(x, y)`: samples beyond :math:`2^{1000}` or below
+    :math:`2^{-960}` are divided by a power of two first (exact), and the p-th powers are taken
+    of differences divided by the largest one when they would overflow or underflow, so huge
+    and tiny samples and large p give the distance to float64 accuracy.
+
     Exact for discrete measures: :math:`W_p^p=\sum_k (t_k-t_{k-1})\,|x_{i_k}-y_{j_k}|^p` over
     the merged sorted cumulative weights :math:`t_k`, where :math:`x_{i_k}, y_{j_k}` are the
     quantiles at :math:`t_k`. Equal sizes with uniform weights use the sorted differences
@@ -191,12 +306,19 @@ def wasserstein_1d(x, y, p=1, x_weights=None, y_weights=None) -> float:
     y = _finite_array(y, "y", ndim=(1,))
     a = _check_weights(x_weights, x.size, "x_weights")
     b = _check_weights(y_weights, y.size, "y_weights")
+    e = _exponent(_max_abs(x, y))
+    if -_TINY_EXP <= e <= _HUGE_EXP:
+        e = 0
+    else:  # W_p(c x, c y) = c W_p(x, y): |x - y| must not overflow
+        x, y = np.ldexp(x, -e), np.ldexp(y, -e)
     if a is None and b is None and x.size == y.size:
         d = np.sort(x)
         d -= np.sort(y)
         np.abs(d, out=d)
-        return _root(_power_inplace(d, p).mean(), p)
-    return _root(_wpp_weighted(x, a, y, b, p), p)
+        w = float(_wp_rows(d[None, :], p, np.empty(1))[0])
+    else:
+        w = _wp_weighted(x, a, y, b, p)
+    return _unscale(w, e, "the Wasserstein distance of x and y")
 
 
 # ------------------------------------------------------------------------------------- sliced
@@ -239,9 +361,7 @@ def projections(dim, n_projections, seed=0) -> np.ndarray:
     """
     dim = _check_int(dim, "dim", 1)
     n_projections = _check_int(n_projections, "n_projections", 1)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return _projections(dim, n_projections, int(seed))
+    return _projections(dim, n_projections, _check_seed(seed))
 
 
 def _as_points(a, name: str) -> np.ndarray:
@@ -306,12 +426,21 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
 
     Raises
     ------
+    TypeError
+        Non-numeric samples, weights or projections; ``p``, ``n_projections``, ``seed``,
+        ``n_jobs``, ``chunk_bytes`` or ``return_per_projection`` of the wrong type (bool
+        included where a number is expected).
     ValueError
-        Invalid samples, weights, ``p``, ``projections``, ``n_projections``, ``n_jobs`` or
-        ``chunk_bytes``; the message names the argument.
+        Invalid samples, weights, ``p``, ``projections``, ``n_projections``, ``seed``,
+        ``n_jobs`` or ``chunk_bytes``; the message names the argument.
+    OverflowError
+        The distance itself exceeds the float64 range.
 
     Notes
     -----
+    Overflow and underflow are avoided as in :func:`wasserstein_1d` (samples and directions
+    are divided by powers of two when their projections could leave the float64 range).
+
     Equal sizes without (or with uniform) weights: each chunk of directions is projected into a
     ``(chunk, n)`` buffer owned by the thread, sorted in place along its rows, and
     :math:`W_p^p` is the row mean of :math:`|x_{(i)}-y_{(i)}|^p`, computed in place. Unequal
@@ -342,17 +471,23 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
     b = _check_weights(y_weights, m, "y_weights")
     if projections is None:
         n_projections = _check_int(n_projections, "n_projections", 1)
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        theta = _projections(d, n_projections, int(seed))
+        theta = _projections(d, n_projections, _check_seed(seed))
     else:
         theta = _finite_array(projections, "projections", ndim=(2,))
         if theta.shape[0] != d:
             raise ValueError(f"projections must have shape ({d}, K) for {d}-dimensional samples, "
                              f"got {theta.shape}")
     n_jobs = _check_int(n_jobs, "n_jobs", 1)
+    return_per_projection = _check_flag(return_per_projection, "return_per_projection")
     chunk_bytes = DEFAULT_CHUNK_BYTES if chunk_bytes is None else \
         _check_int(chunk_bytes, "chunk_bytes", 1)
+    # SW_p(c X, c Y) = c SW_p(X, Y), and likewise for the directions: powers of two keep
+    # projections (at most d * max|X| * max|theta|) in range, exactly
+    ex, et = _exponent(_max_abs(X, Y)), _exponent(_max_abs(theta))
+    if -_TINY_EXP <= ex + et and ex + et + _exponent(d) <= _HUGE_EXP:
+        ex = et = 0
+    else:
+        X, Y, theta = np.ldexp(X, -ex), np.ldexp(Y, -ex), np.ldexp(theta, -et)
 
     K = theta.shape[1]
     rows = max(1, min(K, chunk_bytes // (8 * max(n, m))))
@@ -360,7 +495,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
     thetaT = np.ascontiguousarray(theta.T)          # (K, d): a chunk is a row slice
     XT = np.ascontiguousarray(X.T)                  # (d, n): thetaT[lo:hi] @ XT is (k, n)
     YT = np.ascontiguousarray(Y.T)
-    wpp = np.empty(K)                               # W_p^p per direction
+    wp = np.empty(K)                                # W_p per direction
 
     if a is None and b is None and n == m:
         def work(lo, hi, bx, by):
@@ -372,7 +507,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
             py.sort(axis=1)
             np.subtract(px, py, out=px)
             np.abs(px, out=px)
-            np.mean(_power_inplace(px, p), axis=1, out=wpp[lo:hi])
+            _wp_rows(px, p, wp[lo:hi])
     elif a is None and b is None:
         ix, iy, delta = _quantile_plan(_cdf(None, n), _cdf(None, m))
 
@@ -386,8 +521,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
             diff = np.take(px, ix, axis=1)
             diff -= np.take(py, iy, axis=1)
             np.abs(diff, out=diff)
-            np.multiply(_power_inplace(diff, p), delta, out=diff)   # no BLAS: see _project
-            np.sum(diff, axis=1, out=wpp[lo:hi])
+            _wp_rows(diff, p, wp[lo:hi], delta)
     else:
         def work(lo, hi, bx, by):
             k = hi - lo
@@ -395,7 +529,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
             _project(thetaT[lo:hi], XT, px)
             _project(thetaT[lo:hi], YT, py)
             for r in range(k):
-                wpp[lo + r] = _wpp_weighted(px[r], a, py[r], b, p)
+                wp[lo + r] = _wp_weighted(px[r], a, py[r], b, p)
 
     n_workers = min(n_jobs, len(chunks))
     buffers = queue.SimpleQueue()
@@ -417,9 +551,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
             for _ in pool.map(task, chunks):
                 pass
 
-    value = _root(wpp.mean(), p)
+    value = _unscale(_power_mean(wp, p), ex + et, "the sliced Wasserstein distance of X and Y")
     if not return_per_projection:
         return value
-    if p != 1.0:
-        np.power(wpp, 1.0 / p, out=wpp)
-    return value, wpp
+    return value, _unscale(wp, ex + et, "a per-projection Wasserstein distance of X and Y")

@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..activations import Activation
-from .data import prepare_inputs
+from .data import duplicate_map, prepare_inputs
 from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
                       Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
 
@@ -73,21 +73,63 @@ class FiniteRun:
 
     def gram_mean(self, node: str):
         """(mean over networks, standard error) of the empirical Gram of ``node``."""
-        g = self.grams[node]
-        return g.mean(axis=0), g.std(axis=0, ddof=1) / math.sqrt(g.shape[0])
+        if node not in self.grams:
+            raise KeyError(f"{node!r} is not a vector node of the program; vector nodes: "
+                           f"{sorted(map(str, self.grams))}")
+        return _mean_stderr(self.grams[node])
 
     def output_kernel(self, name: str | None = None):
         """(mean, standard error) of out out^T over networks and output columns."""
+        if name is not None and name not in self.output_columns:
+            raise KeyError(f"{name!r} is not a readout; readouts: {list(self.output_columns)}")
         cols = self.output_columns[name] if name is not None else slice(None)
         o = self.outputs[:, :, cols]
-        prods = np.einsum("npk,nqk->nkpq", o, o).reshape(-1, o.shape[1], o.shape[1])
-        return prods.mean(axis=0), prods.std(axis=0, ddof=1) / math.sqrt(prods.shape[0])
+        with np.errstate(over="ignore", invalid="ignore"):
+            prods = np.einsum("npk,nqk->nkpq", o, o).reshape(-1, o.shape[1], o.shape[1])
+        if not np.isfinite(prods).all():
+            raise OverflowError(f"output_kernel: out out^T overflows float64 (outputs up to "
+                                f"{float(np.max(np.abs(o))):.3g})")
+        return _mean_stderr(prods)
+
+
+def _mean_stderr(samples):
+    """(mean, standard error) over axis 0; samples beyond 2**500 are scaled first, so that
+    the squares of the standard deviation do not overflow."""
+    top = float(np.max(np.abs(samples)))
+    scale = top if top > 2.0**500 else 1.0
+    u = samples / scale if scale != 1.0 else samples
+    return scale * u.mean(axis=0), scale * u.std(axis=0, ddof=1) / math.sqrt(u.shape[0])
 
 
 def _check_int(v, name, low):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
+    """An integer >= low (numpy integers too): bool and non-numbers are a TypeError, a float
+    (50.7, and 50.0 too) a ValueError; never truncated."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be an integer >= {low}, got {v!r} ({type(v).__name__})")
+    if not isinstance(v, numbers.Integral) or v < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
     return int(v)
+
+
+def _check_flag(v, name):
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {v!r} ({type(v).__name__})")
+    return bool(v)
+
+
+def _nonfinite(node, what, arr, n):
+    """Raise a typed error for non-finite values of ``node`` (an (..., P) array, last axis the
+    inputs): OverflowError for infinities only, FloatingPointError when a NaN is present."""
+    bad = ~np.isfinite(arr)
+    if not bad.any():
+        return
+    a = int(np.argwhere(bad)[0][-1])
+    column = arr[..., a]
+    if np.isnan(column).any():
+        raise FloatingPointError(f"node {node!r}: {what} is NaN for input {a} at width {n} "
+                                 "(a nonlinearity undefined there, or an earlier overflow)")
+    raise OverflowError(f"node {node!r}: {what} overflows float64 for input {a} at width {n} "
+                        "(inputs X or variances too large, or a division by zero)")
 
 
 def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
@@ -100,10 +142,11 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     X : array_like
         As for :func:`~symscale.netsor.run_infinite`.
     width : int
-        n >= 1.
+        n >= 1 (numpy integers too; a float such as 50.7, or 50.0, is refused, not truncated).
     n_networks : int
         >= 2 (standard errors need two).
     seed : int
+        >= 0, the root of ``numpy.random.SeedSequence``.
     method : {"auto", "conditional", "explicit"}
         The sampler (see the module docstring); both give the same law.
     progress : bool
@@ -112,17 +155,38 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     Returns
     -------
     FiniteRun
+        Equal inputs (rows of X; -0.0 equals +0.0) have equal rows and columns in every Gram
+        and output (not merely equal up to rounding), except under causal attention, where
+        positions differ.
+
+    Raises
+    ------
+    TypeError
+        Arguments of the wrong type (bool for a count included); non-numeric X.
+    ValueError
+        Counts or seed out of range; X of the wrong shape or not finite (the message names X).
+    InvalidProgramError
+        The program breaks a Netsor rule (names the node).
+    FloatingPointError
+        A node is NaN for some input: a nonlinearity undefined there (``x0 / sqrt(k0)`` of a
+        zero input), or a LayerNorm with ``eps = 0`` of a vector constant over its coordinates
+        (a zero input, or width 1). The message names the node and the input.
+    OverflowError
+        A value or an empirical Gram beyond float64 (inputs or variances too large); names the
+        node.
     """
     G = as_graph(program)
     validate(G)
     width = _check_int(width, "width", 1)
     n_networks = _check_int(n_networks, "n_networks", 2)
+    seed = _check_int(seed, "seed", 0)
+    progress = _check_flag(progress, "progress")
+    if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
+        raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
     kind = _kinds(G)
     par = {n: _parents(G, n) for n in G.nodes}
-    if method not in ("auto", "conditional", "explicit"):
-        raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
     if method == "auto":
         uses = max((G.out_degree(n) for n, d in G.nodes(data=True)
                     if isinstance(d["op"], Weight)), default=0)
@@ -140,15 +204,25 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     seeds = np.random.SeedSequence(seed).spawn(n_networks)
     for i in tqdm(range(n_networks), disable=not progress, desc="networks"):
         rng = np.random.default_rng(seeds[i])
+
+        def gram(node, h, i=i):  # each Gram as soon as its vector exists: errors in order
+            with np.errstate(over="ignore", invalid="ignore"):
+                grams[node][i] = h.T @ h / width
+            _nonfinite(node, "the empirical Gram h^T h / width", grams[node][i], width)
+
         net = simulate_network(G, order, par, data, width, rng,
-                               conditional=(method == "conditional"))
-        for n in vec:
-            h = net.values[n]
-            grams[n][i] = h.T @ h / width
+                               conditional=(method == "conditional"), on_vector=gram)
         for o in outs:
             outputs[i, :, cols[o]] = net.outputs[o].T
         for k in scalars:
             scalars[k][i] = net.values[k]
+    rep = duplicate_map(G, data, P)
+    if rep is not None:  # equal inputs: equal rows and columns, not equal up to rounding
+        for n in vec:
+            grams[n] = grams[n][:, rep][:, :, rep]
+        outputs = outputs[:, rep]
+        for k in scalars:
+            scalars[k] = scalars[k][:, rep]
     return FiniteRun(outputs, cols, grams, width, scalars)
 
 
@@ -164,12 +238,16 @@ class Network:
     readouts: dict
 
 
-def simulate_network(G, order, par, data, n, rng, conditional: bool = False) -> Network:
+def simulate_network(G, order, par, data, n, rng, conditional: bool = False,
+                     on_vector=None) -> Network:
     """Sample one network of width n and evaluate it on all inputs.
 
     Random draws happen in topological order, one matrix per A-variable (at its first use),
     one per embedding matrix and bias, then each readout's vectors. With ``conditional`` the
     matrices are never formed (``weights``/``embeds`` then hold :class:`RevealedGaussian`).
+    ``on_vector(node, value)`` is called on each vector node as soon as it is computed (so that
+    a problem is reported at the first node where it shows). Non-finite values raise
+    ``OverflowError`` (infinities) or ``FloatingPointError`` (NaN) naming the node.
     """
     weights, embeds, values, outs, readouts = {}, {}, {}, {}, {}
     P = next(iter(data.values())).shape[0]
@@ -178,58 +256,98 @@ def simulate_network(G, order, par, data, n, rng, conditional: bool = False) -> 
         p = par[node]
         if isinstance(op, Weight):
             continue
-        if isinstance(op, Embed):
-            x = data[op.data]
-            U = embeds.get(op.weight)
-            if U is None:
-                scale = math.sqrt(op.weight_var / x.shape[1])
-                U = RevealedGaussian(n, scale, rng) if conditional else \
-                    rng.standard_normal((n, x.shape[1])) * scale
-                embeds[op.weight] = U
-            values[node] = U @ x.T
-        elif isinstance(op, Bias):
-            values[node] = np.repeat(rng.standard_normal((n, 1)) * math.sqrt(op.var), P, axis=1)
-        elif isinstance(op, MatMul):
-            A = p["A"]
-            W = weights.get(A)
-            if W is None:
-                scale = math.sqrt(G.nodes[A]["op"].var / n)
-                W = RevealedGaussian(n, scale, rng) if conditional else \
-                    rng.standard_normal((n, n)) * scale
-                weights[A] = W
-            if conditional:  # A^T of an iid matrix is iid, and A and A^T never mix
-                values[node] = W @ values[p[0]]
-            else:
-                values[node] = (W.T if op.transpose else W) @ values[p[0]]
-        elif isinstance(op, NonLin):
-            values[node] = _apply_nonlin(op, [values[p[i]] for i in range(op.arity)]
-                                         + [values[p[f"k{j}"]] for j in range(op.n_params)])
-        elif isinstance(op, Kernel):
-            values[node] = np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / n
-        elif isinstance(op, LinComb):
-            values[node] = sum(c * values[p[i]] for i, c in enumerate(op.coefficients))
-        elif isinstance(op, LayerNorm):
-            h = values[p[0]]
-            centred = h - h.mean(axis=0, keepdims=True)
-            var = np.mean(centred**2, axis=0, keepdims=True) + op.eps
-            with np.errstate(divide="ignore", invalid="ignore"):
-                values[node] = centred / np.sqrt(var)
-        elif isinstance(op, Attention):
-            q, k, v = (values[p[s]] for s in ("query", "key", "value"))
-            logits = op.scale * (q.T @ k) / n
-            if op.causal:
-                logits[np.triu_indices(P, 1)] = -np.inf
-            logits -= logits.max(axis=1, keepdims=True)
-            weights_att = np.exp(logits)
-            weights_att /= weights_att.sum(axis=1, keepdims=True)
-            values[node] = v @ weights_att.T
-        elif isinstance(op, Readout):
-            h = values[p[0]]
-            v = rng.standard_normal((op.dim, n))
-            beta = rng.standard_normal((op.dim, 1))
-            outs[node] = math.sqrt(op.var / n) * (v @ h) + math.sqrt(op.bias_var) * beta
-            readouts[node] = v
+        # overflow and 0/0 are reported per node below, as typed errors naming it
+        with np.errstate(all="ignore"):
+            _simulate_node(node, op, p, G, data, n, P, rng, conditional, weights, embeds,
+                           values, outs, readouts)
+        if node in values:
+            what = "the value" if not isinstance(op, NonLin) else f"{op.label} of its arguments"
+            _nonfinite(node, what, values[node], n)
+            if on_vector is not None and values[node].ndim == 2:  # not a Kernel scalar
+                on_vector(node, values[node])
+        else:
+            _nonfinite(node, "the readout", outs[node], n)
     return Network(values, outs, weights, embeds, readouts)
+
+
+def _simulate_node(node, op, p, G, data, n, P, rng, conditional, weights, embeds, values, outs,
+                   readouts):
+    """Evaluate one node of one network (the loop body of :func:`simulate_network`)."""
+    if isinstance(op, Embed):
+        x = data[op.data]
+        U = embeds.get(op.weight)
+        if U is None:
+            scale = math.sqrt(op.weight_var / x.shape[1])
+            U = RevealedGaussian(n, scale, rng) if conditional else \
+                rng.standard_normal((n, x.shape[1])) * scale
+            embeds[op.weight] = U
+        values[node] = U @ x.T
+    elif isinstance(op, Bias):
+        values[node] = np.repeat(rng.standard_normal((n, 1)) * math.sqrt(op.var), P, axis=1)
+    elif isinstance(op, MatMul):
+        A = p["A"]
+        W = weights.get(A)
+        if W is None:
+            scale = math.sqrt(G.nodes[A]["op"].var / n)
+            W = RevealedGaussian(n, scale, rng) if conditional else \
+                rng.standard_normal((n, n)) * scale
+            weights[A] = W
+        if conditional:  # A^T of an iid matrix is iid, and A and A^T never mix
+            values[node] = W @ values[p[0]]
+        else:
+            values[node] = (W.T if op.transpose else W) @ values[p[0]]
+    elif isinstance(op, NonLin):
+        values[node] = _apply_nonlin(op, [values[p[i]] for i in range(op.arity)]
+                                     + [values[p[f"k{j}"]] for j in range(op.n_params)])
+    elif isinstance(op, Kernel):
+        values[node] = np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / n
+    elif isinstance(op, LinComb):
+        values[node] = sum(c * values[p[i]] for i, c in enumerate(op.coefficients))
+    elif isinstance(op, LayerNorm):
+        values[node] = _layernorm(node, values[p[0]], op.eps)
+    elif isinstance(op, Attention):
+        q, k, v = (values[p[s]] for s in ("query", "key", "value"))
+        logits = op.scale * (q.T @ k) / n
+        _nonfinite(node, "the attention logits scale <q, k>/n", logits, n)
+        if op.causal:
+            logits[np.triu_indices(P, 1)] = -np.inf
+        logits -= logits.max(axis=1, keepdims=True)
+        weights_att = np.exp(logits)
+        weights_att /= weights_att.sum(axis=1, keepdims=True)
+        values[node] = v @ weights_att.T
+    elif isinstance(op, Readout):
+        h = values[p[0]]
+        v = rng.standard_normal((op.dim, n))
+        beta = rng.standard_normal((op.dim, 1))
+        outs[node] = math.sqrt(op.var / n) * (v @ h) + math.sqrt(op.bias_var) * beta
+        readouts[node] = v
+
+
+def _layernorm(node, h, eps):
+    """``(h - mean) / sqrt(var + eps)`` over the n coordinates (rows) of every input (column).
+
+    Computed on ``h`` divided by its largest deviation from the mean, so that neither huge nor
+    tiny vectors overflow or underflow in the squares (LayerNorm with eps = 0 is
+    scale-invariant). A vector constant over its coordinates has variance 0: with eps = 0 the
+    result is undefined and a FloatingPointError names the node (as at infinite width).
+    """
+    n = h.shape[0]
+    size = np.max(np.abs(h), axis=0)
+    hs = h / np.where(size > 0, size, 1.0)
+    centred = hs - hs.mean(axis=0, keepdims=True)
+    spread = np.max(np.abs(centred), axis=0)
+    if eps == 0 and not np.all(spread > 0):
+        a = int(np.argmin(spread > 0))
+        raise FloatingPointError(
+            f"LayerNorm {node!r}: the vector is constant over its {n} coordinates for input {a} "
+            "(a zero input, or width 1), so its variance is 0 and LayerNorm is undefined with "
+            "eps = 0; give eps > 0")
+    c = centred / np.where(spread > 0, spread, 1.0)
+    rms = np.sqrt(np.mean(c * c, axis=0))              # in [1/sqrt(n), 1] unless constant
+    if eps == 0:
+        return c / rms
+    # sqrt(var + eps) / (spread * size) = hypot(rms, sqrt(eps) / (spread * size)), no overflow
+    return c / np.hypot(rms, math.sqrt(eps) / (spread * size))
 
 
 class RevealedGaussian:

@@ -38,9 +38,9 @@ import numpy as np
 from ..activations import Activation, activation
 from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_hermite
 from ..kernels.moments import gaussian_moment_numeric
-from .data import prepare_inputs
+from .data import duplicate_map, prepare_inputs
 from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, Readout,
-                      Weight, _kinds, _parents, as_graph, readout, validate)
+                      Weight, _kinds, _parents, as_graph, readout, topological_order, validate)
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 
@@ -48,6 +48,10 @@ __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 MAX_QUADRATURE_DIM = 4
 #: Monte Carlo samples per input pair beyond that dimension.
 MC_SAMPLES = 20_000
+#: A LayerNorm (eps = 0) whose argument has variance ``E[h^2] - E[h]^2`` at most this fraction
+#: of ``E[h^2]`` is refused: the variance is zero (a vector constant over its coordinates, as
+#: for a zero input) or lost to rounding in the difference.
+LN_VARIANCE_RTOL = 1e-12
 _IDENTITY = activation("identity")
 
 
@@ -74,6 +78,7 @@ class InfiniteRun:
     mc_stderr: dict = field(default_factory=dict)
     scalars: dict = field(default_factory=dict)
     _engine: object = field(default=None, repr=False)
+    _rep: object = field(default=None, repr=False)
 
     def output(self, name: str | None = None) -> np.ndarray:
         """The output kernel of the readout ``name`` (the only one by default)."""
@@ -81,7 +86,12 @@ class InfiniteRun:
 
     def cross(self, a: str, b: str) -> np.ndarray:
         """``E[Z^a(x) Z^b(x')]`` for two vector nodes (P x P, not symmetric in general)."""
-        return self._engine.moment(a, b)
+        for node in (a, b):
+            if node not in self.kernels or node not in self.means:
+                raise KeyError(f"{node!r} is not a vector node of the program")
+        with np.errstate(all="ignore"):  # non-finite blocks raise typed errors in the engine
+            out = self._engine.moment(a, b)
+        return out if self._rep is None else out[np.ix_(self._rep, self._rep)]
 
 
 def run_infinite(program, X) -> InfiniteRun:
@@ -96,26 +106,57 @@ def run_infinite(program, X) -> InfiniteRun:
     Returns
     -------
     InfiniteRun
+        Equal inputs have equal rows and columns in every kernel (see
+        :func:`~symscale.netsor.run_finite`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad X (the message names it); :class:`~symscale.InvalidProgramError` for a program
+        that breaks a Netsor rule.
+    FloatingPointError
+        A kernel or mean is NaN (a nonlinearity undefined on part of its Gaussian argument's
+        range, or ``x0 / sqrt(k0)`` of a zero input), or a LayerNorm with ``eps = 0`` of a
+        vector whose variance is 0 (a zero input) or at most :data:`LN_VARIANCE_RTOL` times its
+        second moment (lost to rounding; also inputs so small that the variance underflows).
+        The message names the node and the input, as the finite-width run does.
+    OverflowError
+        A kernel beyond float64 (inputs or variances too large); names the node.
     """
     G = as_graph(program)
     validate(G)
     data, P = prepare_inputs(G, X)
     eng = _Engine(G, data, P)
     kernels, means, scalars = {}, {}, {}
-    for node, d in G.nodes(data=True):
-        op = d["op"]
-        if isinstance(op, Weight):
-            continue
-        if isinstance(op, Kernel):
-            scalars[node] = eng.scalar(node)
-            continue
-        if isinstance(op, Readout):
-            (h,) = eng.par[node].values()
-            kernels[node] = op.var * eng.moment(h, h) + op.bias_var
-            continue
-        kernels[node] = eng.moment(node, node)
-        means[node] = eng.mean(node)
-    return InfiniteRun(kernels, means, eng.mc_stderr, scalars, eng)
+    # overflow and 0/0 become typed errors naming the node (the engine checks every block), in
+    # topological order so that the first node reported is where the problem starts
+    with np.errstate(all="ignore"):
+        for node in topological_order(G):
+            op = G.nodes[node]["op"]
+            if isinstance(op, Weight):
+                continue
+            if isinstance(op, Kernel):
+                scalars[node] = eng.scalar(node)
+                continue
+            if isinstance(op, Readout):
+                (h,) = eng.par[node].values()
+                kernels[node] = eng.checked(node, node, op.var * eng.moment(h, h) + op.bias_var,
+                                            "the output kernel")
+                continue
+            kernels[node] = eng.moment(node, node)
+            means[node] = eng.mean(node)
+    order = {n: i for i, n in enumerate(G.nodes)}  # the dicts keep the program's node order
+    kernels, means, scalars = ({n: d[n] for n in sorted(d, key=order.get)}
+                               for d in (kernels, means, scalars))
+    rep = duplicate_map(G, data, P)
+    mc_stderr = eng.mc_stderr
+    if rep is not None:  # equal inputs: equal rows and columns, not equal up to rounding
+        square = np.ix_(rep, rep)
+        kernels = {n: K[square] for n, K in kernels.items()}
+        means = {n: m[rep] for n, m in means.items()}
+        scalars = {n: v[rep] for n, v in scalars.items()}
+        mc_stderr = {k: (v[square] if v.ndim == 2 else v[rep]) for k, v in mc_stderr.items()}
+    return InfiniteRun(kernels, means, mc_stderr, scalars, eng, rep)
 
 
 class _Engine:
@@ -130,9 +171,26 @@ class _Engine:
     def op(self, n):
         return self.G.nodes[n]["op"]
 
+    def checked(self, a, b, out, what):
+        """``out`` if finite; otherwise a typed error naming the node(s) and the input."""
+        out = np.asarray(out)
+        bad = ~np.isfinite(out)
+        if not bad.any():
+            return out
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = (f"input {idx[0]}" if len(idx) == 1 else f"inputs {idx}") if idx else "it"
+        nodes = f"node {a!r}" if a == b else f"nodes {a!r}, {b!r}"
+        if np.isnan(out).any():
+            raise FloatingPointError(
+                f"{nodes}: {what} is NaN at infinite width for {where} (a nonlinearity "
+                "undefined on part of its Gaussian argument's range, or an earlier overflow)")
+        raise OverflowError(f"{nodes}: {what} overflows float64 at infinite width for {where} "
+                            "(inputs X or variances too large, or a division by zero)")
+
     # -- covariance of G-variables -------------------------------------------------------------
     def cov(self, a, b):
-        return _memo_pair(self._cov, a, b, self._cov_raw)
+        return _memo_pair(self._cov, a, b, lambda x, y: self.checked(
+            x, y, self._cov_raw(x, y), "the covariance"))
 
     def _cov_raw(self, a, b):
         oa, ob = self.op(a), self.op(b)
@@ -171,14 +229,22 @@ class _Engine:
         if isinstance(op, LayerNorm):
             src = self.par[n][0]
             m = self.mean(src)
-            var = np.diag(self.moment(src, src)) - m * m
-            scale = 1.0 / np.sqrt(np.maximum(var, 0.0) + op.eps)
-            if not np.all(np.isfinite(scale)):
-                raise FloatingPointError(f"LayerNorm {n!r}: zero variance at infinite width "
-                                         "(give eps > 0)")
+            second = np.diag(self.moment(src, src))
+            var = second - m * m
+            if op.eps == 0 and not np.all(var > LN_VARIANCE_RTOL * second):
+                a = int(np.argmin(var > LN_VARIANCE_RTOL * second))
+                raise FloatingPointError(
+                    f"LayerNorm {n!r}: the vector is constant over its coordinates for input {a} "
+                    f"at infinite width (variance {max(float(var[a]), 0.0):.3g} against "
+                    f"E[h^2] = {float(second[a]):.3g}: a zero input, or one so small that the "
+                    "variance underflows), so LayerNorm is undefined with eps = 0; give eps > 0")
+            scale = self.checked(n, n, 1.0 / np.sqrt(np.maximum(var, 0.0) + op.eps),
+                                 "1 / sqrt(variance + eps)")
             out = (np.diag(scale), -m * scale)
         else:
-            logits = op.scale * self.moment(self.par[n]["query"], self.par[n]["key"])
+            logits = self.checked(n, n, op.scale * self.moment(self.par[n]["query"],
+                                                               self.par[n]["key"]),
+                                  "the attention logits scale <q, k>/n")
             out = (_softmax(logits, op.causal), np.zeros(self.P))
         self._mix[n] = out
         return out
@@ -200,12 +266,13 @@ class _Engine:
             src = self.par[n][0 if isinstance(op, LayerNorm) else "value"]
             out = M @ self.mean(src) + off
         else:
-            out = self._nonlin_mean(n)
+            out = self.checked(n, n, self._nonlin_mean(n), "the mean")
         self._mean[n] = out
         return out
 
     def moment(self, a, b):
-        return _memo_pair(self._mom, a, b, self._moment_raw)
+        return _memo_pair(self._mom, a, b, lambda x, y: self.checked(
+            x, y, self._moment_raw(x, y), "E[Z^h(x) Z^h'(x')]"))
 
     def _moment_raw(self, a, b):
         for x, y, flip in ((a, b, False), (b, a, True)):
@@ -264,10 +331,20 @@ class _Engine:
             q1 = np.diag(self.cov(pa[0], pa[0]))[:, None] * np.ones((1, self.P))
             q2 = np.diag(self.cov(pb[0], pb[0]))[None, :] * np.ones((self.P, 1))
             c = self.cov(pa[0], pb[0])
-            c = np.clip(c, -np.sqrt(q1 * q2), np.sqrt(q1 * q2))
-            if fa == fb:
-                return np.asarray(dual_kernel_numeric(fa, q1, c, q2))
-            return np.asarray(cross_kernel_numeric(fa, fb, q1, c, q2))
+            bound = np.sqrt(q1) * np.sqrt(q2)  # sqrt(q1 * q2) underflows below 1e-154
+            c = np.clip(c, -bound, bound)
+            try:
+                if fa == fb:
+                    return np.asarray(dual_kernel_numeric(fa, q1, c, q2))
+                return np.asarray(cross_kernel_numeric(fa, fb, q1, c, q2))
+            except ArithmeticError as exc:  # say where in the program it happened
+                raise type(exc)(f"nodes {a!r}, {b!r}: {exc}") from exc
+            except ValueError as exc:
+                # the covariance is valid by construction: a refusal is a numerical failure
+                # of the dual kernel at these variances (e.g. beyond 1e+-154)
+                raise FloatingPointError(
+                    f"nodes {a!r}, {b!r}: the dual kernel of {fa.label} failed at variances "
+                    f"up to {float(max(np.max(q1), np.max(q2))):.3g} ({exc})") from exc
         C = self._joint(pa, pb)
         k = len(pa)
 

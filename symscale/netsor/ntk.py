@@ -34,8 +34,8 @@ import numpy as np
 
 from ..activations import Activation
 from ..kernels.recursions import mlp_kernels, resnet_kernels
-from .data import prepare_inputs
-from .finite import _check_int, simulate_network
+from .data import duplicate_map, prepare_inputs
+from .finite import _check_flag, _check_int, _nonfinite, simulate_network
 from .infinite import run_infinite
 from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
                       Readout, _kinds, _parents, as_graph, topological_order, validate)
@@ -60,18 +60,24 @@ def infinite_ntk(program, X) -> np.ndarray:
         raise NotImplementedError(
             "infinite_ntk knows the NTK recursions of programs built by mlp() and resnet(); a "
             "general program needs the backward pass of Netsor^T (use empirical_ntk instead)")
-    X = np.asarray(X, dtype=float)
+    validate(G)
+    data, _ = prepare_inputs(G, X)  # checks X (names it) before the recursions see it
+    keys = {d["op"].data for _, d in G.nodes(data=True) if isinstance(d["op"], Embed)}
+    if len(keys) != 1:
+        raise ValueError(f"the program reads inputs {sorted(keys)}; an {builder} reads one")
+    X = data[keys.pop()]
     kw = dict(activation=meta["activation"], weight_var=meta["weight_var"],
               bias_var=meta["bias_var"])
     if builder == "mlp":
         nngp, ntk = mlp_kernels(X, meta["depth"], **kw)
     else:
         nngp, ntk = resnet_kernels(X, meta["depth"], branch_scale=meta["branch_scale"], **kw)
-    check = run_infinite(G, X).output()
+    check = run_infinite(G, data).output()
     if not np.allclose(check, nngp, rtol=1e-10, atol=1e-12 * np.abs(nngp).max()):
         raise ValueError(f"the program no longer matches its {builder} metadata (its NNGP "
                          "differs from the recursion); was it edited after building?")
-    return ntk
+    rep = duplicate_map(G, data, X.shape[0])
+    return ntk if rep is None else ntk[np.ix_(rep, rep)]
 
 
 def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
@@ -87,11 +93,20 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     explicit : bool
         Form the Jacobian J (P x number of parameters) and return J J^T; memory grows like
         width^2, for checking small cases.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Arguments as for :func:`~symscale.netsor.run_finite`.
+    FloatingPointError, OverflowError
+        Non-finite values at a node or in the NTK (names the node).
     """
     G = as_graph(program)
     validate(G)
     width = _check_int(width, "width", 1)
     n_networks = _check_int(n_networks, "n_networks", 1)
+    seed = _check_int(seed, "seed", 0)
+    explicit = _check_flag(explicit, "explicit")
     outs = [n for n, d in G.nodes(data=True) if isinstance(d["op"], Readout)]
     if len(outs) != 1 or G.nodes[outs[0]]["op"].dim != 1:
         raise ValueError("empirical_ntk needs exactly one readout with dim = 1")
@@ -107,8 +122,13 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     result = np.empty((n_networks, P, P))
     for i in range(n_networks):
         net = simulate_network(G, order, par, data, width, np.random.default_rng(seeds[i]))
-        grads = _backward(G, order, par, kind, net, width, P)
-        result[i] = _assemble(G, par, net, grads, data, width, explicit)
+        with np.errstate(all="ignore"):  # non-finite results are reported below
+            grads = _backward(G, order, par, kind, net, width, P)
+            result[i] = _assemble(G, par, net, grads, data, width, explicit)
+        _nonfinite(outs[0], "the empirical NTK", result[i], width)
+    rep = duplicate_map(G, data, P)
+    if rep is not None:  # equal inputs: equal rows and columns, not equal up to rounding
+        result = result[:, rep][:, :, rep]
     return result
 
 

@@ -37,12 +37,16 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+import numpy as np
 import sympy as sp
 
 from .._symbolic import parse_expression
@@ -216,6 +220,11 @@ class Program:
     """
 
     def __init__(self, graph: nx.DiGraph | None = None, meta: dict | None = None):
+        if graph is not None and not isinstance(graph, nx.DiGraph):
+            raise TypeError(f"graph must be a networkx.DiGraph or None, got "
+                            f"{type(graph).__name__}")
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict or None, got {type(meta).__name__}")
         self.graph = nx.DiGraph() if graph is None else graph
         self.meta = dict(meta or {})
         self._counter = itertools.count()
@@ -223,6 +232,10 @@ class Program:
     # -- naming
     def _name(self, name, prefix):
         if name is not None:
+            try:
+                hash(name)
+            except TypeError:
+                raise TypeError(f"name must be a node name (a string), got {name!r}") from None
             if name in self.graph:
                 raise InvalidProgramError(f"node {name!r} already exists")
             return name
@@ -235,8 +248,14 @@ class Program:
 
     def _add(self, name, prefix, op, parents=()):
         name = self._name(name, prefix)
-        for parent, _ in parents:
-            if parent not in self.graph:
+        op = _check_op(name, op)  # before any change to the graph: a bad node is never added
+        for parent, slot in parents:
+            try:
+                known = parent in self.graph
+            except TypeError:  # unhashable: not a node name
+                raise TypeError(f"node {name!r}: argument {slot!r} must be a node name, got "
+                                f"{parent!r}") from None
+            if not known:
                 raise InvalidProgramError(f"node {name!r}: parent {parent!r} does not exist")
         self.graph.add_node(name, op=op)
         for parent, slot in parents:
@@ -250,52 +269,73 @@ class Program:
     def embed(self, data: str = "x", *, weight: str = "U", weight_var: float = 1.0,
               name: str | None = None) -> str:
         """Input G-variable ``U x_data``; Embeds naming the same ``weight`` share U."""
-        return self._add(name, "g", Embed(data, weight, float(weight_var)))
+        node = self._name(name, "g")
+        return self._add(node, None, Embed(data, weight, weight_var))
 
     def bias(self, var: float = 1.0, *, name: str | None = None) -> str:
         """A bias vector (G-variable, identical for all inputs)."""
-        return self._add(name, "b", Bias(float(var)))
+        node = self._name(name, "b")
+        return self._add(node, None, Bias(var))
 
     def weight(self, var: float = 1.0, *, name: str | None = None) -> str:
         """An A-variable (n x n, entries N(0, var/n))."""
-        return self._add(name, "W", Weight(float(var)))
+        node = self._name(name, "W")
+        return self._add(node, None, Weight(var))
 
     def matmul(self, A: str, h: str, *, transpose: bool = False, name: str | None = None) -> str:
         """``A h`` (``A^T h`` with ``transpose=True``)."""
-        return self._add(name, "g", MatMul(bool(transpose)), [(A, "A"), (h, 0)])
+        node = self._name(name, "g")
+        return self._add(node, None, MatMul(transpose), [(A, "A"), (h, 0)])
 
     def nonlin(self, fn, *args: str, kernels=(), name: str | None = None, **params) -> str:
         """``phi(g_0, ...; k_0, ...)``: ``fn`` is a registry name/Activation (one argument) or a
         sympy expression / string in ``x0, x1, ...`` and, with ``kernels`` (names of
         :meth:`kernel` nodes), scalar parameters ``k0, k1, ...``."""
+        node = self._name(name, "h")
+        if isinstance(kernels, str):  # one name, not a sequence of one-letter names
+            raise TypeError(f"node {node!r}: kernels must be a sequence of Kernel node names, "
+                            f"got {kernels!r}")
         kernels = tuple(kernels)
         fn = _as_nonlinearity(fn, len(args), params, len(kernels))
-        return self._add(name, "h", NonLin(fn), [(a, i) for i, a in enumerate(args)]
+        return self._add(node, None, NonLin(fn), [(a, i) for i, a in enumerate(args)]
                          + [(k, f"k{j}") for j, k in enumerate(kernels)])
 
     def kernel(self, h: str, h2: str | None = None, *, name: str | None = None) -> str:
         """Scalar kernel variable ``<h, h2>/n`` (``h2 = h`` by default)."""
-        return self._add(name, "k", Kernel(), [(h, 0), (h if h2 is None else h2, 1)])
+        node = self._name(name, "k")
+        return self._add(node, None, Kernel(), [(h, 0), (h if h2 is None else h2, 1)])
 
     def lincomb(self, coefficients, *args: str, name: str | None = None) -> str:
-        """``sum_i c_i g_i``."""
-        coeffs = tuple(float(c) for c in coefficients)
-        return self._add(name, "g", LinComb(coeffs), [(a, i) for i, a in enumerate(args)])
+        """``sum_i c_i g_i``: one finite coefficient per argument."""
+        node = self._name(name, "g")
+        if isinstance(coefficients, (str, bytes)) or not np.iterable(coefficients):
+            raise TypeError(f"node {node!r}: coefficients must be a sequence of real numbers, "
+                            f"got {coefficients!r}")
+        coeffs = tuple(coefficients)
+        if len(coeffs) != len(args):
+            raise InvalidProgramError(f"node {node!r}: {len(coeffs)} coefficients for "
+                                      f"{len(args)} arguments")
+        return self._add(node, None, LinComb(coeffs), [(a, i) for i, a in enumerate(args)])
 
     def layernorm(self, h: str, *, eps: float = 0.0, name: str | None = None) -> str:
-        """Layer normalization over the n coordinates (per input)."""
-        return self._add(name, "ln", LayerNorm(float(eps)), [(h, 0)])
+        """Layer normalization over the n coordinates (per input); with ``eps = 0`` a vector
+        that is constant over its coordinates (a zero input) has no normalization, and both
+        executions raise ``FloatingPointError`` naming the node."""
+        node = self._name(name, "ln")
+        return self._add(node, None, LayerNorm(eps), [(h, 0)])
 
     def attention(self, query: str, key: str, value: str, *, scale: float = 1.0,
                   causal: bool = False, name: str | None = None) -> str:
         """Softmax attention across inputs with 1/n-scaled logits."""
-        return self._add(name, "att", Attention(float(scale), bool(causal)),
+        node = self._name(name, "att")
+        return self._add(node, None, Attention(scale, causal),
                          [(query, "query"), (key, "key"), (value, "value")])
 
     def readout(self, h: str, *, var: float = 1.0, bias_var: float = 0.0, dim: int = 1,
                 name: str | None = None) -> str:
         """An output readout of ``h``."""
-        return self._add(name, "out", Readout(float(var), float(bias_var), int(dim)), [(h, 0)])
+        node = self._name(name, "out")
+        return self._add(node, None, Readout(var, bias_var, dim), [(h, 0)])
 
     # -- views
     def kinds(self) -> dict:
@@ -332,6 +372,83 @@ def _as_nonlinearity(fn, k, params, m=0):
         expr = expr.xreplace({s: names[str(s)] for s in expr.free_symbols})
         return MultiNonlinearity(expr, k, m)
     return activation(fn, **params)  # raises the registry's KeyError/TypeError
+
+
+# ---------------------------------------------------------------------------------------------
+# the arguments of one node (checked by the builders and by validate)
+
+
+def _real_field(node, arg, value, low=None) -> float:
+    """A finite real number (``>= low``); -0.0 becomes +0.0 so that both give one program."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"node {node!r}: {arg} must be a finite real number, got {value!r} "
+                        f"({type(value).__name__})")
+    v = float(value) + 0.0
+    if not math.isfinite(v):
+        raise InvalidProgramError(f"node {node!r}: {arg} must be finite, got {value!r}")
+    if low is not None and v < low:
+        raise InvalidProgramError(f"node {node!r}: {arg} must be >= {low}, got {value!r}")
+    return v
+
+
+def _int_field(node, arg, value, low) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"node {node!r}: {arg} must be an integer >= {low}, got {value!r} "
+                        f"({type(value).__name__})")
+    if not isinstance(value, numbers.Integral) or value < low:  # 2.5 is refused, not truncated
+        raise InvalidProgramError(f"node {node!r}: {arg} must be an integer >= {low}, got "
+                                  f"{value!r}")
+    return int(value)
+
+
+def _bool_field(node, arg, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"node {node!r}: {arg} must be True or False, got {value!r} "
+                        f"({type(value).__name__})")
+    return bool(value)
+
+
+def _str_field(node, arg, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"node {node!r}: {arg} must be a string, got {value!r} "
+                        f"({type(value).__name__})")
+    return value
+
+
+def _check_op(node, op):
+    """Check the arguments of ``op`` (types, finiteness, ranges); return it with normalized
+    values (floats, ints, bools). Errors name the node and the argument."""
+    if isinstance(op, Embed):
+        return dataclasses.replace(op, data=_str_field(node, "data", op.data),
+                                   weight=_str_field(node, "weight", op.weight),
+                                   weight_var=_real_field(node, "weight_var", op.weight_var, 0))
+    if isinstance(op, (Bias, Weight)):
+        return dataclasses.replace(op, var=_real_field(node, "var", op.var, 0))
+    if isinstance(op, MatMul):
+        return dataclasses.replace(op, transpose=_bool_field(node, "transpose", op.transpose))
+    if isinstance(op, LinComb):
+        if not isinstance(op.coefficients, tuple):
+            raise TypeError(f"node {node!r}: coefficients must be a tuple of real numbers, got "
+                            f"{op.coefficients!r}")
+        if len(op.coefficients) == 0:
+            raise InvalidProgramError(f"node {node!r}: LinComb needs at least one term")
+        return dataclasses.replace(op, coefficients=tuple(
+            _real_field(node, f"coefficients[{i}]", c) for i, c in enumerate(op.coefficients)))
+    if isinstance(op, LayerNorm):
+        return dataclasses.replace(op, eps=_real_field(node, "eps", op.eps, 0))
+    if isinstance(op, Attention):
+        return dataclasses.replace(op, scale=_real_field(node, "scale", op.scale),
+                                   causal=_bool_field(node, "causal", op.causal))
+    if isinstance(op, Readout):
+        return dataclasses.replace(op, var=_real_field(node, "var", op.var, 0),
+                                   bias_var=_real_field(node, "bias_var", op.bias_var, 0),
+                                   dim=_int_field(node, "dim", op.dim, 1))
+    if isinstance(op, NonLin) and isinstance(op.fn, MultiNonlinearity):
+        expr = op.fn.expr
+        if expr.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
+            raise InvalidProgramError(f"node {node!r}: nonlinearity {expr} contains an infinite "
+                                      "or undefined constant")
+    return op
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,11 +575,12 @@ def _check_node(G, node, op, par, kind, transposed):
                 f"node {node!r}: argument {slot!r} must be {what}, got {par[slot]!r} of type "
                 f"{got}")
 
+    try:
+        _check_op(node, op)
+    except TypeError as exc:  # a hand-built node with a field of the wrong type
+        raise InvalidProgramError(str(exc)) from None
     if isinstance(op, (Embed, Bias, Weight)):
         _expect(node, par, ())
-        for name, value in vars(op).items():
-            if isinstance(value, float) and not value >= 0:
-                raise InvalidProgramError(f"node {node!r}: {name} must be >= 0, got {value}")
         return
     if isinstance(op, MatMul):
         _expect(node, par, ("A", 0))
@@ -496,8 +614,6 @@ def _check_node(G, node, op, par, kind, transposed):
         need(1, {"G", "H"}, "a vector")
         return
     if isinstance(op, LinComb):
-        if len(op.coefficients) == 0:
-            raise InvalidProgramError(f"node {node!r}: LinComb needs at least one term")
         _expect(node, par, tuple(range(len(op.coefficients))))
         for i in range(len(op.coefficients)):
             need(i, {"G"}, "a G-variable")
@@ -505,8 +621,6 @@ def _check_node(G, node, op, par, kind, transposed):
     if isinstance(op, LayerNorm):
         _expect(node, par, (0,))
         need(0, {"G", "H"}, "a vector")
-        if not op.eps >= 0:
-            raise InvalidProgramError(f"node {node!r}: eps must be >= 0, got {op.eps}")
         return
     if isinstance(op, Attention):
         _expect(node, par, ("query", "key", "value"))
@@ -518,9 +632,6 @@ def _check_node(G, node, op, par, kind, transposed):
         need(0, {"G", "H"}, "a vector")
         if G.out_degree(node):
             raise InvalidProgramError(f"node {node!r}: a readout cannot feed other nodes")
-        if op.dim < 1 or not op.var >= 0 or not op.bias_var >= 0:
-            raise InvalidProgramError(f"node {node!r}: readout needs dim >= 1 and "
-                                      "non-negative variances")
 
 
 def readout(program, name=None) -> str:

@@ -178,9 +178,22 @@ def test_slightly_negative_round_off_is_accepted():
     (np.eye(2), {"mean": [1.0, 2.0, 3.0]}, "mean"),
     (np.eye(2), {"n": 0}, "n"),
     (np.eye(2), {"jitter": -1e-3}, "jitter"),
-    (np.eye(2), {"seed": "a"}, "seed"),
+    (np.eye(2), {"seed": -1}, "seed"),
+    (np.eye(2), {"n": 2.5}, "n"),
 ])
 def test_sample_gaussian_invalid_inputs(cov, kwargs, name):
     kwargs = {"n": 5, **kwargs}
     with pytest.raises(ValueError, match=f"^{name} "):
+        sample_gaussian(cov, **kwargs)
+
+
+@pytest.mark.parametrize("cov, kwargs, name", [
+    (np.eye(2), {"seed": "a"}, "seed"),
+    (np.eye(2), {"n": True}, "n"),
+    (np.eye(2), {"jitter": True}, "jitter"),
+    ([["a", "b"], ["c", "d"]], {}, "cov"),
+])
+def test_sample_gaussian_wrong_types(cov, kwargs, name):
+    kwargs = {"n": 5, **kwargs}
+    with pytest.raises(TypeError, match=f"^{name} "):
         sample_gaussian(cov, **kwargs)
