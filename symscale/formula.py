@@ -445,7 +445,7 @@ def _as_variable(v) -> Variable:
 
 
 def _free(expr):
-    return set() if expr is None else sp.sympify(expr).free_symbols
+    return set() if expr is None else as_expression(expr, "expr").free_symbols
 
 
 def _identifier(name: str) -> str:

@@ -30,6 +30,7 @@ import sympy as sp
 
 from ..activations import Activation
 from ..errors import NoClosedFormError
+from ..expressions import as_expression
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
 from .infinite import _Engine
@@ -147,7 +148,8 @@ class _Symbolic:
 
 
 def _exact(v):
-    return sp.Rational(repr(float(v))) if isinstance(v, float) else sp.sympify(v)
+    # node fields are numbers checked at construction; never parse a string here
+    return sp.Rational(repr(float(v))) if isinstance(v, float) else as_expression(v, "value")
 
 
 def _random_gram(rng):
