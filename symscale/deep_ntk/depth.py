@@ -121,9 +121,47 @@ def _step(theta, half_sin, w):
     return theta, half_sin, one_minus, k0
 
 
+def _far_step(theta, half_sin, half_cos, w):
+    """:func:`_step` for angles beyond pi/2 (rho < 0), carrying ``cos(theta/2)`` as well.
+
+    Near theta = pi, ``sin(theta/2)`` rounds to 1 and keeps no digit of ``d = pi - theta``
+    (rho0 = -1 + 1e-16 has d = 1.5e-8, an O(1e-8) change of the NTK), while
+    ``sin(d/2) = cos(theta/2) = sqrt((1 + rho)/2)`` keeps them all. With
+    ``sin t - t cos t = pi cos d + g(d)`` and ``1 - cos d = 2 cos^2(theta/2)``,
+
+        1 - kappa_1 = (2 - w) + (w - 1)(1 - cos d) - (w/pi) g(d),
+        1 + kappa_1 = w + (1 - w)(1 - cos d) + (w/pi) g(d),
+
+    where ``g(d) = O(d^3)`` is the small-angle function of :func:`_g`: no cancellation for
+    0 <= w <= 2 (ReLU w = 1, |x| w = 2 maps rho = -1 + delta to 1 - O(delta)). Returns the new
+    angle, both half-angle values, ``1 - rho'`` and ``kappa_0``.
+    """
+    one_cos = 2 * half_cos * half_cos
+    d = 2 * np.arcsin(half_cos)
+    gd = (w / math.pi) * _g(d, half_cos, 1 - one_cos)
+    one_minus = np.clip((2 - w) + (w - 1) * one_cos - gd, 0.0, 2.0)
+    one_plus = np.clip(w + (1 - w) * one_cos + gd, 0.0, 2.0)
+    k0 = 1.0 - (w / math.pi) * theta
+    half_sin, half_cos = np.sqrt(0.5 * one_minus), np.sqrt(0.5 * one_plus)
+    # the arcsin of the smaller half-angle value: 2 arcsin(sin(t/2)) near pi loses pi - t
+    half = np.arcsin(np.minimum(half_sin, half_cos))
+    theta = np.where(half_sin <= half_cos, 2 * half, math.pi - 2 * half)
+    return theta, half_sin, half_cos, one_minus, k0
+
+
 def _initial_angle(r):
+    """theta_0, sin(theta_0/2), and (indices, cos(theta_0/2)) of the angles beyond pi/2.
+
+    ``1 - r`` is exact near r = 1 and ``1 + r`` near r = -1 (Sterbenz), so the angle comes
+    from ``sin(theta/2)`` for r >= 0 and ``pi - 2 arcsin(cos(theta/2))`` for r < 0; r = -1
+    gives theta = pi exactly either way.
+    """
     half_sin = np.sqrt(np.clip((1 - r) / 2, 0, 1))
-    return 2 * np.arcsin(half_sin), half_sin
+    theta = 2 * np.arcsin(half_sin)
+    far = np.flatnonzero(r < 0)
+    half_cos = np.sqrt(np.clip((1 + r[far]) / 2, 0, 1))
+    theta[far] = math.pi - 2 * np.arcsin(half_cos)
+    return theta, half_sin, far, half_cos
 
 
 # series of sin t - t cos t in t^2 after the leading t^3/3, for the in-place small-angle path
@@ -139,24 +177,38 @@ def _series_terms(theta_max: float, c: float) -> int:
     return len(_G_COEFFS)
 
 
-def _float_ntk(r, depth, a, b, half_sin=None):
+def _float_ntk(r, depth, a, b, half_sin=None, half_cos=None):
     """The recursion with preallocated buffers.
 
     At 10^4 values a layer is ~15 ufunc calls and memory-bound, so the small-angle path keeps
     ``S = sin^2(theta/2) = (1 - rho)/2`` itself as the state (the next ``S`` is ``S`` minus the
-    series term: no square and no halving) and folds the constants into the series.
+    series term: no square and no halving) and folds the constants into the series. Angles
+    beyond pi/2 (rho < 0, for ReLU the first layer only) also carry ``cos(theta/2)``
+    (:func:`_far_step`), which keeps the digits of ``pi - theta`` near rho = -1.
 
     ``half_sin``, if given, is ``sin(theta_0/2)`` computed by the caller without cancellation
     (from ``|x - x'|`` for inputs on the sphere); ``r`` is then ignored. ``half_sin = 0`` (the
     same input twice) keeps ``theta = 0`` and ``Theta-bar = 1`` exactly at every depth.
+    ``half_cos``, optional with it, is ``cos(theta_0/2)`` (from ``|x + x'|``), used where
+    ``half_sin > half_cos``.
     """
     w = (a - b) ** 2 / (a * a + b * b)
     c = w / math.pi
+    shape = np.shape(r if half_sin is None else half_sin)
     if half_sin is None:
-        theta, half_sin = _initial_angle(r)
+        r = np.ravel(r)  # flat: the angles beyond pi/2 are indexed
+        theta, half_sin, far, half_cos = _initial_angle(r)
     else:
+        half_sin = np.ravel(half_sin)  # flat: the angles beyond pi/2 are indexed
+        half_cos = None if half_cos is None else np.ravel(half_cos)
         theta = 2 * np.arcsin(half_sin)
         r = 1.0 - 2.0 * half_sin * half_sin
+        if half_cos is None:
+            far = np.empty(0, dtype=np.intp)
+        else:
+            far = np.flatnonzero(half_sin > half_cos)
+            half_cos = half_cos[far]
+            theta[far] = math.pi - 2 * np.arcsin(half_cos)
     ntk = r.copy()
     t2, acc = np.empty_like(r), np.empty_like(r)
     S = None
@@ -164,7 +216,14 @@ def _float_ntk(r, depth, a, b, half_sin=None):
     for h in range(depth):
         if S is None:
             if theta.max() >= 0.1:
+                if far.size:
+                    state = (theta[far], half_sin[far], half_cos)
                 theta, half_sin, om, k0 = _step(theta, half_sin, w)
+                if far.size:
+                    tf, sf, half_cos, omf, k0f = _far_step(*state, w)
+                    theta[far], half_sin[far], om[far], k0[far] = tf, sf, omf, k0f
+                    beyond = sf > half_cos  # angles only shrink: the set only shrinks
+                    far, half_cos = far[beyond], half_cos[beyond]
                 ntk *= k0
                 ntk += 1.0 - om
                 continue
@@ -195,7 +254,7 @@ def _float_ntk(r, depth, a, b, half_sin=None):
         np.sqrt(S, out=theta)
         np.arcsin(theta, out=theta)
         theta *= 2.0
-    return ntk / (depth + 1), theta
+    return (ntk / (depth + 1)).reshape(shape), theta.reshape(shape)
 
 
 def _float_error_bound(depth, value):
@@ -533,12 +592,16 @@ def correction_fit(rho0: float, depths, act="relu") -> CorrectionFit:
 def _values_at(r, depths, a, b):
     """Theta-bar at every requested depth from one pass of the angle recursion."""
     w = (a - b) ** 2 / (a * a + b * b)
-    theta, half_sin = _initial_angle(np.array([r]))
+    theta, half_sin, far, half_cos = _initial_angle(np.array([r]))
     ntk = np.array([r])
     out = []
     want = set(int(d) for d in depths)
     for h in range(1, int(depths[-1]) + 1):
-        theta, half_sin, one_minus, k0 = _step(theta, half_sin, w)
+        if far.size:  # rho < 0: the angle near pi needs cos(theta/2) as well
+            theta, half_sin, half_cos, one_minus, k0 = _far_step(theta, half_sin, half_cos, w)
+            far = far[half_sin > half_cos]
+        else:
+            theta, half_sin, one_minus, k0 = _step(theta, half_sin, w)
         ntk = ntk * k0 + (1 - one_minus)
         if h in want:
             out.append(float(ntk[0]) / (h + 1))

@@ -157,7 +157,8 @@ def _relu_ntk(X, depth):
 
     The rows are projected onto the sphere (the normalized NTK of a bias-free ReLU network
     depends on the angle only), and the angle of a close pair comes from
-    ``sin(theta/2) = |x - x'| / 2`` instead of ``1 - x.x'``, which keeps no digit of a small
+    ``sin(theta/2) = |x - x'| / 2`` instead of ``1 - x.x'`` (and that of a nearly opposite
+    pair from ``cos(theta/2) = |x + x'| / 2``), which keeps no digit of a small
     angle: x.x' rounded to ``1 - eps/2`` means theta = 1.5e-8 and, at depth 1e4, a
     normalized NTK 2.4e-5 below its value 1 for theta = 0.
     """
@@ -168,15 +169,18 @@ def _relu_ntk(X, depth):
     i, j = np.triu_indices(n, 1)
     rho = np.clip((U @ U.T)[i, j], -1.0, 1.0)
     half_sin = np.sqrt(np.clip((1.0 - rho) / 2.0, 0.0, 1.0))
+    half_cos = np.sqrt(np.clip((1.0 + rho) / 2.0, 0.0, 1.0))
     # 1 - rho carries an absolute error eps, i.e. a relative error eps/theta^2 in the angle:
     # close pairs (theta < 0.014, below 1e-12 relative elsewhere) take the chord instead;
-    # 2 atan2(|x - x'|, |x + x'|) is the angle even when the norms differ from 1 by eps
-    near = np.flatnonzero(rho > 1.0 - 1e-4)
+    # 2 atan2(|x - x'|, |x + x'|) is the angle even when the norms differ from 1 by eps.
+    # Nearly opposite pairs likewise: 1 + rho fixes pi - theta no better
+    near = np.flatnonzero(np.abs(rho) > 1.0 - 1e-4)
     for s0 in range(0, near.size, _PAIR_BLOCK):  # blocks bound the (pairs, d) temporaries
         k = near[s0:s0 + _PAIR_BLOCK]
         a, b = U[i[k]], U[j[k]]
-        half_sin[k] = np.sin(np.arctan2(row_norms(a - b), row_norms(a + b)))
-    values, _ = _float_ntk(rho, depth, 0.0, 1.0, half_sin=half_sin)
+        half = np.arctan2(row_norms(a - b), row_norms(a + b))
+        half_sin[k], half_cos[k] = np.sin(half), np.cos(half)
+    values, _ = _float_ntk(rho, depth, 0.0, 1.0, half_sin=half_sin, half_cos=half_cos)
     theta = np.empty((n, n))
     theta[i, j] = values
     theta[j, i] = values

@@ -212,10 +212,17 @@ def _psd_sqrt(V):
     return _sqrt_from_eigh(w, U)
 
 
-def _sqrt_from_eigh(w, U):
+def _sqrt_from_eigh(w, U, scale=None):
     """U sqrt(w) U^T with eigenvalues at round-off level of the largest set to 0: their sign
-    is noise, and sqrt(1e-17) = 3e-9 would make duplicate inputs differ (rank-one V)."""
-    tol = w.shape[-1] * np.finfo(float).eps * np.abs(w).max(axis=-1, keepdims=True)
+    is noise, and sqrt(1e-17) = 3e-9 would make duplicate inputs differ (rank-one V).
+
+    ``scale`` (one per matrix), if larger than the largest eigenvalue, is the magnitude the
+    matrix was computed from (a simulated path that shrank): its round-off sets the level.
+    """
+    top = np.abs(w).max(axis=-1)
+    if scale is not None:
+        top = np.maximum(top, scale)
+    tol = w.shape[-1] * np.finfo(float).eps * top[..., None]
     root = np.sqrt(np.where(w > tol, w, 0.0))
     return (U * root[..., None, :]) @ np.swapaxes(U, -1, -2)
 
@@ -430,6 +437,10 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
     V = np.broadcast_to(V0, (n_paths, P, P)).copy()
     exploded = np.zeros(n_paths, bool)
     left = np.zeros(n_paths, bool)
+    # largest eigenvalue each path has had: V carries round-off of that size (a step from
+    # V ~ 16 to V ~ 0.3 leaves rows of duplicate inputs 1e-15 apart, far above eps * 0.3),
+    # and the square root must zero eigenvalues at that level, not sqrt them into 1e-8
+    peak = np.zeros(n_paths)
     saved, times = [], []
     for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
         live = np.flatnonzero(~(exploded | left))
@@ -439,6 +450,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         # one eigen-decomposition per step serves the PSD check and the square root
         w, U = np.linalg.eigh(Vl)
         scale = np.maximum(np.abs(w).max(axis=1), 1e-300)
+        peak[live] = np.maximum(peak[live], scale)
         outside = w[:, 0] < -1e-10 * scale
         if scheme == "psd" and outside.any():
             # S W S is PSD, but + b dt leaves the cone where V is singular (b vanishes on its
@@ -453,7 +465,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
             live, Vl, w, U = live[~outside], Vl[~outside], w[~outside], U[~outside]
         if step == steps:
             break  # the last pass only checks the final states
-        S = _sqrt_from_eigh(w, U)
+        S = _sqrt_from_eigh(w, U, peak[live])
         drift_dt = b(Vl) * dt
         if scheme == "euler":
             G = rng.standard_normal((live.size, P, P))
