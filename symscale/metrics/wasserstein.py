@@ -41,6 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..validation import check_array
+
 __all__ = ["wasserstein_1d", "projections", "sliced_wasserstein"]
 
 #: Default memory of one projected chunk of one sample (bytes); each worker thread holds one chunk
@@ -54,15 +56,8 @@ DEFAULT_CHUNK_BYTES = 8 * 2**20
 
 
 def _real_array(a, name: str) -> np.ndarray:
-    """``a`` as a float64 array; TypeError for text, complex, bool or object data."""
-    try:
-        raw = np.asarray(a)
-    except (TypeError, ValueError):  # ragged nested sequences
-        raise ValueError(f"{name} must be a rectangular array of real numbers, got "
-                         f"{type(a).__name__}") from None
-    if raw.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be an array of real numbers, got dtype {raw.dtype}")
-    return raw.astype(np.float64)
+    """``a`` as a float64 array (finiteness is checked by the callers, with their messages)."""
+    return check_array(a, name, finite=False)
 
 
 def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:

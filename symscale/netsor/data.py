@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..validation import check_array
 from .program import Attention, Embed
 
 __all__ = ["prepare_inputs", "duplicate_map"]
 
 
 def _real_array(value, where):
-    """``value`` as a float64 array; TypeError for text, complex, bool or object data."""
-    try:
-        raw = np.asarray(value)
-    except (TypeError, ValueError):  # ragged nested lists
-        raise ValueError(f"{where} must be a rectangular array of real numbers, got "
-                         f"{type(value).__name__}") from None
-    if raw.dtype.kind not in "iuf":
-        raise TypeError(f"{where} must be an array of real numbers, got dtype {raw.dtype}")
-    return raw.astype(np.float64)
+    """``value`` as a float64 array (finiteness is checked below, naming the entry)."""
+    return check_array(value, where, finite=False)
 
 
 def prepare_inputs(G, X):

@@ -167,15 +167,15 @@ def test_empirical_ntk_checks_arguments(kwargs, exc, match):
 
 
 @pytest.mark.parametrize("data, exc, match", [
-    ([["a", "b"]], TypeError, "^X must be an array of real numbers, got dtype <U1"),
-    (np.ones((2, 3)) * 1j, TypeError, "^X must be an array of real numbers"),
-    (np.ones((2, 3), dtype=bool), TypeError, "^X must be an array of real numbers"),
-    ([[1.0, 2.0], [3.0]], ValueError, "^X must be a rectangular array"),
+    ([["a", "b"]], TypeError, "^X must be a real numeric array, got dtype <U1"),
+    (np.ones((2, 3)) * 1j, TypeError, "^X must be a real numeric array"),
+    (np.ones((2, 3), dtype=bool), TypeError, "^X must be a real numeric array"),
+    ([[1.0, 2.0], [3.0]], ValueError, "^X must be a rectangular numeric array"),
     (np.ones((0, 3)), ValueError, r"^X must have at least one input and one feature, got shape"),
     (np.ones(3), ValueError, r"^X must be \(P, d\)"),
     (np.array([[1.0, math.inf]]), ValueError, r"^X must be finite, got inf at index \(0, 1\)"),
     ({"x": [[1.0, math.nan]]}, ValueError, r"^X\['x'\] must be finite, got nan at index"),
-    ({"x": [["a"]]}, TypeError, r"^X\['x'\] must be an array of real numbers"),
+    ({"x": [["a"]]}, TypeError, r"^X\['x'\] must be a real numeric array"),
     ({1: [[1.0]]}, TypeError, "^X must have string keys"),
 ])
 def test_inputs_are_checked_and_named(data, exc, match):
