@@ -42,6 +42,9 @@ __all__ = [
 class Family:
     """Base class: a parametric function with a closed-form Gaussian dual kernel."""
 
+    #: k when phi(c x) = c**k phi(x) for every c > 0 (then V(c q) = c**k V(q)), else None.
+    degree: int | None = None
+
     def expr(self, x: sp.Symbol = X) -> sp.Expr:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -56,6 +59,7 @@ class TwoSlope(Family):
 
     a: sp.Expr
     b: sp.Expr
+    degree = 1
 
     def expr(self, x=X):
         return self.a * sp.Min(x, 0) + self.b * sp.Max(x, 0)
@@ -70,6 +74,7 @@ class TwoLevel(Family):
 
     a: sp.Expr
     b: sp.Expr
+    degree = 0
 
     def expr(self, x=X):
         return self.a * sp.Heaviside(-x) + self.b * sp.Heaviside(x)
@@ -163,6 +168,10 @@ class Scaled(Family):
     base: Family
     A: sp.Expr
     B: sp.Expr
+
+    @property
+    def degree(self):
+        return self.base.degree
 
     def expr(self, x=X):
         return self.A * self.base.expr(x).xreplace({x: self.B * x})

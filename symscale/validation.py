@@ -226,8 +226,10 @@ def check_random_state(seed, name: str = "seed") -> np.random.Generator:
     return np.random.default_rng(check_seed(seed, name))
 
 
-def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True) -> np.ndarray:
-    """``a`` as a new float64 array (integer or float data; never a view of the caller's array).
+def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True,
+                copy: bool = True) -> np.ndarray:
+    """``a`` as a float64 array (integer or float data, or a sequence of real numbers such as
+    Fractions or sympy Floats); by default a new array, never a view of the caller's.
 
     Parameters
     ----------
@@ -240,6 +242,9 @@ def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True) -
     finite : bool
         Refuse NaN and inf entries. Pass False where the caller checks finiteness itself
         (for example after a shape check with a more specific message).
+    copy : bool
+        Always return a new array. False lets a float64 input through without a copy (hot
+        paths that never write to it).
 
     Raises
     ------
@@ -270,9 +275,17 @@ def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True) -
     except TypeError:
         raise TypeError(f"{name} must be a real numeric array, got "
                         f"{type(a).__name__}") from None
-    if raw.dtype.kind not in "iuf":
+    kind = raw.dtype.kind
+    if kind == "O" and raw.size and all(
+            isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+            for v in raw.flat):
+        kind = "f"  # e.g. a list of Fractions or sympy Floats
+    if kind not in "iuf":
+        if raw.ndim == 0:
+            raise TypeError(f"{name} must be a real number, got {type(a).__name__} {a!r:.60}")
         raise TypeError(f"{name} must be a real numeric array, got dtype {raw.dtype}")
-    out = np.array(raw, dtype=np.float64)  # a copy: the caller's array is never aliased
+    # a copy unless asked otherwise: the caller's array is never aliased
+    out = np.array(raw, dtype=np.float64) if copy else np.asarray(raw, dtype=np.float64)
     if ndim is not None and out.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {out.shape}")
     if finite and not np.all(np.isfinite(out)):

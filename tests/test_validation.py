@@ -206,11 +206,36 @@ def test_check_array_returns_a_new_float64_array():
 
 @pytest.mark.parametrize("value, match", [
     ([True, False], "got dtype bool"), ([1 + 2j], "got dtype complex128"),
-    (["a", "b"], "got dtype <U1"), ([1, None], "got dtype object"), (None, "got dtype object"),
+    (["a", "b"], "got dtype <U1"), ([1, None], "got dtype object"),
 ])
 def test_check_array_refuses_non_real_data_with_a_type_error(value, match):
     with pytest.raises(TypeError, match=rf"^X must be a real numeric array, {match}"):
         check_array(value, "X")
+
+
+@pytest.mark.parametrize("value, match", [
+    (None, "got NoneType None"), (True, "got bool True"), ("1", "got str '1'"),
+    (1j, "got complex 1j"),
+])
+def test_check_array_names_a_bad_scalar(value, match):
+    with pytest.raises(TypeError, match=rf"^x must be a real number, {match}"):
+        check_array(value, "x")
+
+
+def test_check_array_reads_sequences_of_real_numbers_and_can_skip_the_copy():
+    from fractions import Fraction
+
+    import sympy as sp
+
+    out = check_array([Fraction(1, 4), sp.Float(0.5), 2], "x")
+    np.testing.assert_array_equal(out, [0.25, 0.5, 2.0])
+    with pytest.raises(TypeError, match="^x must be a real numeric array, got dtype object"):
+        check_array([Fraction(1, 4), True], "x")  # a bool is not a number
+    f = np.ones(3)
+    assert check_array(f, "x", copy=False) is f  # float64 passes through untouched
+    assert check_array(f, "x") is not f
+    i = np.arange(3)
+    assert check_array(i, "x", copy=False).dtype == np.float64
 
 
 def test_check_array_refuses_a_ragged_sequence_with_a_value_error():

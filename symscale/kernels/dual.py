@@ -10,8 +10,13 @@ rather than typed in.
 Each kernel is a :class:`~symscale.Formula` with two expressions: ``expr`` in textbook form
 (``acos``, ``asin``) for LaTeX, and ``stable_expr`` for evaluation, written with
 :math:`D = \max(q_{11}q_{22} - q_{12}^2, 0)` and ``atan2`` so that it is finite at
-:math:`\rho = \pm1`, at zero variance and at variances up to :math:`10^{12}` (``acos`` of a ratio
-loses all digits near :math:`\rho = 1` and is 0/0 at the origin).
+:math:`\rho = \pm1` and at zero variance (``acos`` of a ratio loses all digits near
+:math:`\rho = 1` and is 0/0 at the origin), accurate to round-off of the kernel's size, and
+compact, because :func:`symscale.netsor.symbolic_kernel` substitutes them into each other.
+:func:`~symscale.dual_kernel_numeric` adds what a compact form cannot: it rescales homogeneous
+kernels by a power of 2 (tiny and huge variances), and re-evaluates the corners where the value
+is far below its size (ReLU-type kernels and GELU near :math:`\rho = -1`) with a series, so it is
+accurate relative to the value itself.
 
 Examples
 --------
@@ -32,12 +37,14 @@ from functools import lru_cache
 
 import numpy as np
 import sympy as sp
+from sympy.codegen.cfunctions import expm1
 
 from .. import families as fam
 from ..activations import Activation, as_activation
-from ..errors import NoClosedFormError
+from ..errors import DomainError, NoClosedFormError
 from ..formula import Formula, Variable
 from ..hermite import expansion_coefficients
+from ..validation import check_bool
 
 __all__ = ["dual_kernel", "q11", "q12", "q22", "KERNEL_VARIABLES", "pair_sampler",
            "random_psd_point"]
@@ -75,6 +82,8 @@ def dual_kernel(act, derivative: bool = False) -> Formula:
     NoClosedFormError
         The activation has no closed-form family (tanh, sigmoid, ...); the message names
         :func:`~symscale.dual_kernel_numeric`, the quadrature fallback.
+    TypeError
+        ``derivative`` is not a bool (``"no"`` would otherwise count as True).
 
     Examples
     --------
@@ -86,7 +95,7 @@ def dual_kernel(act, derivative: bool = False) -> Formula:
     ...
     symscale.errors.NoClosedFormError: no closed-form dual kernel for tanh; use symscale.dual_kernel_numeric(act, q11, q12, q22) (quadrature, deg=...)
     """
-    return _dual_kernel(as_activation(act), bool(derivative))
+    return _dual_kernel(as_activation(act), check_bool(derivative, "derivative"))
 
 
 @lru_cache(maxsize=256)
@@ -140,18 +149,26 @@ def _two_slope(f):
     theta, D, th = _angle()
     lin = (a**2 + b**2) / 2 * q12
     display = (b - a) ** 2 / (2 * sp.pi) * (sp.sqrt(q11 * q22 - q12**2) - q12 * theta) + lin
+    # Finite everywhere and accurate to round-off of its size (q); kept this simple because it
+    # is the hot path of every lambdified ReLU kernel. Near rho = -1 the ReLU value itself is
+    # ~q (1 + rho)**1.5 and this form keeps only its absolute accuracy there: dual_kernel_numeric
+    # re-evaluates that corner with the series of t - atan(t) (see numeric._anticorrelated).
     stable = (b - a) ** 2 / (2 * sp.pi) * (sp.sqrt(D) - q12 * th) + lin
     return display, stable
 
 
 def _two_level(f):
     a, b = f.a, f.b
-    theta, _, th = _angle()
+    theta, D, _ = _angle()
 
     def form(t):
         return (a**2 + b**2) * (sp.pi - t) / (2 * sp.pi) + a * b * t / sp.pi
 
-    return form(theta), form(th)
+    # the same with theta = pi/2 - asin(rho), asin(rho) = atan2(q12, sqrt(D)): accurate at
+    # small rho, and at zero variance it is phi(0)**2 = ((a + b)/2)**2 (Heaviside(0) = 1/2)
+    # for q12 = +0.0 and -0.0 alike (atan2(0, -0.0) would be pi)
+    stable = (a + b) ** 2 / 4 + (b - a) ** 2 / (2 * sp.pi) * sp.atan2(q12, sp.sqrt(D))
+    return form(theta), stable
 
 
 def _erf(f):
@@ -184,6 +201,9 @@ def _gelu_parts(stable: bool):
 
 
 def _gelu(f):
+    # At large variance near rho = -1 the value is far below the size of these terms (and of
+    # the wrong sign at q = 1e12); dual_kernel_numeric re-evaluates that corner with a
+    # cancellation-free form (numeric._anticorrelated).
     out = []
     for stable in (False, True):
         dg, alpha, gap = _gelu_parts(stable)
@@ -202,10 +222,16 @@ def _gelu_prime(f):
 
 
 def _sinusoid(f):
-    # Each exponent is <= 0 because |q12| <= (q11 + q22)/2, so nothing overflows.
     half = (q11 + q22) / 2
-    v = (sp.exp(q12 - half) - sp.cos(2 * f.phase) * sp.exp(-q12 - half)) / 2
-    return v, v
+    display = (sp.exp(q12 - half) - sp.cos(2 * f.phase) * sp.exp(-q12 - half)) / 2
+    # = e^{-half} sinh(q12) + sin(phase)^2 e^{-q12-half}, and e^{-half} sinh(q12) =
+    # sign(q12) e^{|q12| - half} (1 - e^{-2|q12|})/2 with expm1: E[sin u sin v] = q12 (1 + O(q))
+    # at tiny variance (the difference of the two exponentials was 0 at q = 1e-17). Each
+    # exponent is <= 0 because |q12| <= (q11 + q22)/2, so nothing overflows.
+    a = sp.Abs(q12)
+    sinh = -sp.sign(q12) * expm1(-2 * a) * sp.exp(a - half) / 2
+    stable = sinh + sp.sin(f.phase) ** 2 * sp.exp(-q12 - half)
+    return display, stable
 
 
 def _exponential(f):
@@ -259,8 +285,10 @@ def pair_sampler(act: Activation):
 
     def sampler(point, n, rng):
         a11, a12, a22 = point["q11"], point["q12"], point["q22"]
-        if not (a11 >= 0 and a22 >= 0 and a12 * a12 <= a11 * a22 * (1 + 1e-10)):
-            raise ValueError(f"not a PSD covariance: q11={a11!r}, q12={a12!r}, q22={a22!r}")
+        # |q12| <= sqrt(q11) sqrt(q22): the product q11*q22 would underflow at q ~ 1e-160
+        if not (a11 >= 0 and a22 >= 0
+                and abs(a12) <= math.sqrt(a11) * math.sqrt(a22) * (1 + 1e-10)):
+            raise DomainError(f"not a PSD covariance: q11={a11!r}, q12={a12!r}, q22={a22!r}")
         z1, z2 = rng.standard_normal((2, n))
         s1 = math.sqrt(a11)
         lead = a12 / s1 if s1 > 0 else 0.0

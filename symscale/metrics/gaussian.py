@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .wasserstein import _check_int, _check_seed, _exponent, _max_abs, _real_array, _unscale
+from ..validation import check_array, check_int, check_seed
+from .wasserstein import _exponent, _max_abs, _unscale
 
 __all__ = ["gaussian_w2", "relative_frobenius", "sample_gaussian", "GaussianSample"]
 
@@ -63,7 +64,7 @@ class GaussianSample:
 
 
 def _matrix(a, name: str) -> np.ndarray:
-    arr = _real_array(a, name)
+    arr = check_array(a, name, finite=False)
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
@@ -86,7 +87,7 @@ def _symmetric(arr: np.ndarray, name: str) -> np.ndarray:
 
 
 def _vector(a, name: str, size: int) -> np.ndarray:
-    arr = np.atleast_1d(_real_array(a, name))
+    arr = np.atleast_1d(check_array(a, name, finite=False))
     if arr.shape != (size,):
         raise ValueError(f"{name} must have shape ({size},), got {arr.shape}")
     bad = ~np.isfinite(arr)
@@ -217,8 +218,8 @@ def relative_frobenius(K_est, K_ref) -> float:
     >>> round(relative_frobenius([[1.0, 0.3], [0.4, 1.0]], np.eye(2)), 12)   # 0.5 / sqrt(2)
     0.353553390593
     """
-    est = _real_array(K_est, "K_est")
-    ref = _real_array(K_ref, "K_ref")
+    est = check_array(K_est, "K_est", finite=False)
+    ref = check_array(K_ref, "K_ref", finite=False)
     if est.shape != ref.shape:
         raise ValueError(f"K_est must have the shape of K_ref {ref.shape}, got {est.shape}")
     for name, arr in (("K_est", est), ("K_ref", ref)):
@@ -249,7 +250,7 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
         ``-INDEFINITE_RTOL * max|eigenvalue|``).
     n : int
         Number of draws (>= 1).
-    seed : int
+    seed : int, SeedSequence or Generator
         Seed of ``numpy.random.default_rng``.
     mean : array_like, shape (P,), optional
         Mean (zero when omitted).
@@ -296,8 +297,8 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
     """
     c = _matrix(cov, "cov")
     P = c.shape[0]
-    n = _check_int(n, "n", 1)
-    seed = _check_seed(seed)
+    n = check_int(n, "n", low=1)
+    seed = check_seed(seed)
     mu = np.zeros(P) if mean is None else _vector(mean, "mean", P)
     if jitter is not None:
         if isinstance(jitter, (bool, np.bool_)) or not isinstance(jitter, numbers.Real):

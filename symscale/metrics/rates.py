@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .wasserstein import (_check_int, _check_p, _check_seed, _projections, _real_array,
-                          sliced_wasserstein)
+from ..validation import check_array, check_int, check_real, check_seed
+from .wasserstein import _projections, sliced_wasserstein
 
 __all__ = ["RateFit", "fit_rate", "NoiseFloor", "noise_floor"]
 
@@ -80,7 +80,7 @@ class NoiseFloor:
 
 
 def _positive_finite(a, name: str, ndim: tuple[int, ...]) -> np.ndarray:
-    arr = _real_array(a, name)
+    arr = check_array(a, name, finite=False)
     if arr.ndim not in ndim:
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
@@ -116,7 +116,7 @@ def fit_rate(widths, values, n_boot=1000, seed=0, level=0.95) -> RateFit:
         2-D: ``R >= 2`` repeated measurements per width (row ``i`` belongs to ``widths[i]``).
     n_boot : int
         Number of bootstrap resamples (>= 2).
-    seed : int
+    seed : int, SeedSequence or Generator
         Seed of ``numpy.random.default_rng`` for the resampling.
     level : float
         Confidence level of the interval, in (0, 1).
@@ -167,8 +167,8 @@ def fit_rate(widths, values, n_boot=1000, seed=0, level=0.95) -> RateFit:
     if v.ndim == 2 and v.shape[1] < 2:
         raise ValueError("values must have at least 2 repeats per width when 2-D, got shape "
                          f"{v.shape}")
-    n_boot = _check_int(n_boot, "n_boot", 2)
-    seed = _check_seed(seed)
+    n_boot = check_int(n_boot, "n_boot", low=2)
+    seed = check_seed(seed)
     if isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real):
         raise TypeError(f"level must be a number in (0, 1), got {level!r} "
                         f"({type(level).__name__})")
@@ -235,7 +235,7 @@ def noise_floor(sampler, n_samples, n_projections=200, seed=0, n_repeats=5, p=1,
         Size of each of the two samples (>= 1).
     n_projections : int
         Number of random directions, drawn once.
-    seed : int
+    seed : int, SeedSequence or Generator
         Seed of ``numpy.random.default_rng``; it determines the projections and every sample.
     n_repeats : int
         Number of independent pairs of samples (>= 2).
@@ -268,12 +268,12 @@ def noise_floor(sampler, n_samples, n_projections=200, seed=0, n_repeats=5, p=1,
     """
     if not callable(sampler):
         raise TypeError(f"sampler must be callable as sampler(n, rng), got {sampler!r}")
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_projections = _check_int(n_projections, "n_projections", 1)
-    n_repeats = _check_int(n_repeats, "n_repeats", 2)
-    p = _check_p(p)
-    seed = _check_seed(seed)
-    n_jobs = _check_int(n_jobs, "n_jobs", 1)
+    n_samples = check_int(n_samples, "n_samples", low=1)
+    n_projections = check_int(n_projections, "n_projections", low=1)
+    n_repeats = check_int(n_repeats, "n_repeats", low=2)
+    p = check_real(p, "p", low=1)
+    seed = check_seed(seed)
+    n_jobs = check_int(n_jobs, "n_jobs", low=1)
     rng = np.random.default_rng(seed)
     proj_seed = int(rng.integers(2**63))       # projections: an independent stream of the seed
     theta = None
@@ -297,7 +297,7 @@ def noise_floor(sampler, n_samples, n_projections=200, seed=0, n_repeats=5, p=1,
 
 
 def _draw(sampler, n: int, rng) -> np.ndarray:
-    out = _real_array(sampler(n, rng), "sampler")
+    out = check_array(sampler(n, rng), "sampler", finite=False)
     if out.ndim == 1:
         out = out.reshape(-1, 1)
     if out.ndim != 2 or out.shape[0] != n:

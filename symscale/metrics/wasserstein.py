@@ -35,13 +35,12 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 import queue
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..validation import check_array
+from ..validation import check_array, check_bool, check_int, check_real, check_seed
 
 __all__ = ["wasserstein_1d", "projections", "sliced_wasserstein"]
 
@@ -55,13 +54,8 @@ DEFAULT_CHUNK_BYTES = 8 * 2**20
 # ---------------------------------------------------------------------------- validation helpers
 
 
-def _real_array(a, name: str) -> np.ndarray:
-    """``a`` as a float64 array (finiteness is checked by the callers, with their messages)."""
-    return check_array(a, name, finite=False)
-
-
 def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
-    arr = _real_array(a, name)
+    arr = check_array(a, name, finite=False)
     if arr.ndim not in ndim:
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
@@ -73,41 +67,6 @@ def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
         idx = idx[0] if len(idx) == 1 else idx
         raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
     return arr
-
-
-def _check_p(p) -> float:
-    if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real):
-        raise TypeError(f"p must be a real number >= 1, got {p!r} ({type(p).__name__})")
-    if not (math.isfinite(p) and p >= 1):
-        raise ValueError(f"p must be a finite real number >= 1, got {p!r}")
-    return float(p)
-
-
-def _check_int(value, name: str, minimum: int) -> int:
-    """An integer >= minimum (numpy integers too): bool and non-numbers are a TypeError, a
-    float (2.5, and 2.0 too) a ValueError; never truncated."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r} "
-                        f"({type(value).__name__})")
-    if not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_seed(seed) -> int:
-    """A seed of ``numpy.random.default_rng``: an integer >= 0."""
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Real):
-        raise TypeError(f"seed must be a non-negative integer, got {seed!r} "
-                        f"({type(seed).__name__})")
-    if not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
 
 
 def _check_weights(w, n: int, name: str) -> np.ndarray | None:
@@ -296,7 +255,7 @@ def wasserstein_1d(x, y, p=1, x_weights=None, y_weights=None) -> float:
     >>> wasserstein_1d([0.0, 2.0], [0.0], p=2, x_weights=[3, 1])   # sqrt(1/4 * 2**2)
     1.0
     """
-    p = _check_p(p)
+    p = check_real(p, "p", low=1)
     x = _finite_array(x, "x", ndim=(1,))
     y = _finite_array(y, "y", ndim=(1,))
     a = _check_weights(x_weights, x.size, "x_weights")
@@ -335,7 +294,7 @@ def projections(dim, n_projections, seed=0) -> np.ndarray:
         Dimension of the ambient space (>= 1).
     n_projections : int
         Number of directions (>= 1).
-    seed : int
+    seed : int, SeedSequence or Generator
         Seed of ``numpy.random.default_rng``.
 
     Returns
@@ -354,9 +313,9 @@ def projections(dim, n_projections, seed=0) -> np.ndarray:
     >>> bool(np.array_equal(P, projections(3, 5, seed=1)))
     True
     """
-    dim = _check_int(dim, "dim", 1)
-    n_projections = _check_int(n_projections, "n_projections", 1)
-    return _projections(dim, n_projections, _check_seed(seed))
+    dim = check_int(dim, "dim", low=1)
+    n_projections = check_int(n_projections, "n_projections", low=1)
+    return _projections(dim, n_projections, check_seed(seed))
 
 
 def _as_points(a, name: str) -> np.ndarray:
@@ -395,7 +354,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
         Second sample, same ``d``.
     n_projections : int
         Number K of random directions (ignored when ``projections`` is given).
-    seed : int
+    seed : int, SeedSequence or Generator
         Seed of the random directions (see :func:`projections`); ignored when ``projections``
         is given.
     p : float
@@ -455,7 +414,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
     >>> per.shape, bool(0.5 < sw < 2.0)
     ((50,), True)
     """
-    p = _check_p(p)
+    p = check_real(p, "p", low=1)
     X = _as_points(X, "X")
     Y = _as_points(Y, "Y")
     n, d = X.shape
@@ -465,17 +424,17 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
     a = _check_weights(x_weights, n, "x_weights")
     b = _check_weights(y_weights, m, "y_weights")
     if projections is None:
-        n_projections = _check_int(n_projections, "n_projections", 1)
-        theta = _projections(d, n_projections, _check_seed(seed))
+        n_projections = check_int(n_projections, "n_projections", low=1)
+        theta = _projections(d, n_projections, check_seed(seed))
     else:
         theta = _finite_array(projections, "projections", ndim=(2,))
         if theta.shape[0] != d:
             raise ValueError(f"projections must have shape ({d}, K) for {d}-dimensional samples, "
                              f"got {theta.shape}")
-    n_jobs = _check_int(n_jobs, "n_jobs", 1)
-    return_per_projection = _check_flag(return_per_projection, "return_per_projection")
+    n_jobs = check_int(n_jobs, "n_jobs", low=1)
+    return_per_projection = check_bool(return_per_projection, "return_per_projection")
     chunk_bytes = DEFAULT_CHUNK_BYTES if chunk_bytes is None else \
-        _check_int(chunk_bytes, "chunk_bytes", 1)
+        check_int(chunk_bytes, "chunk_bytes", low=1)
     # SW_p(c X, c Y) = c SW_p(X, Y), and likewise for the directions: powers of two keep
     # projections (at most d * max|X| * max|theta|) in range, exactly
     ex, et = _exponent(_max_abs(X, Y)), _exponent(_max_abs(theta))

@@ -19,11 +19,7 @@ Examples
 
 from __future__ import annotations
 
-import math
-import numbers
-
-import numpy as np
-
+from ..validation import check_bool, check_int, check_real
 from .program import Program, _kinds
 
 __all__ = ["mlp", "resnet", "rnn", "attention_block", "layernorm_mlp"]
@@ -67,42 +63,13 @@ def _finish(program, last, readout, weight_var, bias_var, dim=1):
     return program
 
 
-def _check(depth, name="depth", low=1) -> int:
-    """An integer >= low (numpy integers too); bool is a TypeError, 2.5 a ValueError."""
-    if isinstance(depth, (bool, np.bool_)) or not isinstance(depth, numbers.Real):
-        raise TypeError(f"{name} must be an integer >= {low}, got {depth!r} "
-                        f"({type(depth).__name__})")
-    if not isinstance(depth, numbers.Integral) or depth < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {depth!r}")
-    return int(depth)
-
-
-def _real(value, name, low=None) -> float:
-    """A finite real number (>= low): checked here because a builder tests it (``bias_var > 0``
-    decides whether a bias exists) before any node would."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite real number, got {value!r} "
-                        f"({type(value).__name__})")
-    v = float(value) + 0.0
-    if not math.isfinite(v) or (low is not None and v < low):
-        cond = "finite" if low is None else f"finite and >= {low}"
-        raise ValueError(f"{name} must be {cond}, got {value!r}")
-    return v
-
-
-def _flag(value, name) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
-
-
 def mlp(depth: int, activation="relu", weight_var: float = 1.0, bias_var: float = 0.0, *,
         program: Program | None = None, start: str | None = None, readout: bool = True,
         data: str = "x") -> Program:
     """Fully connected network with ``depth`` nonlinearities; the readout is the last Dense."""
-    depth = _check(depth)
-    weight_var, bias_var = _real(weight_var, "weight_var", 0), _real(bias_var, "bias_var", 0)
-    readout = _flag(readout, "readout")
+    depth = check_int(depth, "depth", low=1)
+    weight_var, bias_var = check_real(weight_var, "weight_var", low=0), check_real(bias_var, "bias_var", low=0)
+    readout = check_bool(readout, "readout")
     meta = {"builder": "mlp", "depth": depth, "activation": activation,
             "weight_var": weight_var, "bias_var": bias_var}
     p, g = _begin(program, start, data, weight_var, bias_var, meta)
@@ -119,10 +86,10 @@ def resnet(depth: int, activation="relu", branch_scale: float = 1.0, weight_var:
            readout: bool = True, data: str = "x") -> Program:
     """Residual network ``r <- r + branch_scale * (W phi(r) + b)``, ``depth`` blocks, then a
     readout of ``r`` (kernels: :func:`symscale.resnet_kernels`)."""
-    depth = _check(depth)
-    weight_var, bias_var = _real(weight_var, "weight_var", 0), _real(bias_var, "bias_var", 0)
-    branch_scale = _real(branch_scale, "branch_scale")
-    readout = _flag(readout, "readout")
+    depth = check_int(depth, "depth", low=1)
+    weight_var, bias_var = check_real(weight_var, "weight_var", low=0), check_real(bias_var, "bias_var", low=0)
+    branch_scale = check_real(branch_scale, "branch_scale")
+    readout = check_bool(readout, "readout")
     meta = {"builder": "resnet", "depth": depth, "activation": activation,
             "branch_scale": branch_scale, "weight_var": weight_var, "bias_var": bias_var}
     p, r = _begin(program, start, data, weight_var, bias_var, meta)
@@ -141,10 +108,10 @@ def rnn(steps: int, activation="tanh", weight_var: float = 1.0, input_var: float
 
     Inputs: X of shape (P, T, d) (or keys ``x_0..x_{T-1}``); the readout reads ``h_{T-1}``.
     """
-    steps = _check(steps, "steps")
-    weight_var, bias_var = _real(weight_var, "weight_var", 0), _real(bias_var, "bias_var", 0)
-    input_var = _real(input_var, "input_var", 0)
-    readout = _flag(readout, "readout")
+    steps = check_int(steps, "steps", low=1)
+    weight_var, bias_var = check_real(weight_var, "weight_var", low=0), check_real(bias_var, "bias_var", low=0)
+    input_var = check_real(input_var, "input_var", low=0)
+    readout = check_bool(readout, "readout")
     if program is not None and not isinstance(program, Program):
         raise TypeError(f"program must be a symscale.netsor.Program or None, got "
                         f"{type(program).__name__}")
@@ -172,9 +139,9 @@ def attention_block(activation="relu", scale: float = 1.0, weight_var: float = 1
                     readout: bool = True, data: str = "x") -> Program:
     """Embedding, phi, single-head softmax attention with 1/n logits across the P inputs
     (sequence positions), phi, readout."""
-    weight_var, bias_var = _real(weight_var, "weight_var", 0), _real(bias_var, "bias_var", 0)
-    scale = _real(scale, "scale")
-    causal, readout = _flag(causal, "causal"), _flag(readout, "readout")
+    weight_var, bias_var = check_real(weight_var, "weight_var", low=0), check_real(bias_var, "bias_var", low=0)
+    scale = check_real(scale, "scale")
+    causal, readout = check_bool(causal, "causal"), check_bool(readout, "readout")
     meta = {"builder": "attention_block", "activation": activation, "scale": scale,
             "weight_var": weight_var, "bias_var": bias_var, "causal": causal}
     p, g = _begin(program, start, data, weight_var, bias_var, meta)
@@ -188,10 +155,10 @@ def layernorm_mlp(depth: int, activation="relu", weight_var: float = 1.0,
                   bias_var: float = 0.0, eps: float = 0.0, *, program: Program | None = None,
                   start: str | None = None, readout: bool = True, data: str = "x") -> Program:
     """MLP with LayerNorm before every nonlinearity: ``h = phi(LN(g))``."""
-    depth = _check(depth)
-    weight_var, bias_var = _real(weight_var, "weight_var", 0), _real(bias_var, "bias_var", 0)
-    eps = _real(eps, "eps", 0)
-    readout = _flag(readout, "readout")
+    depth = check_int(depth, "depth", low=1)
+    weight_var, bias_var = check_real(weight_var, "weight_var", low=0), check_real(bias_var, "bias_var", low=0)
+    eps = check_real(eps, "eps", low=0)
+    readout = check_bool(readout, "readout")
     meta = {"builder": "layernorm_mlp", "depth": depth, "activation": activation,
             "weight_var": weight_var, "bias_var": bias_var, "eps": eps}
     p, g = _begin(program, start, data, weight_var, bias_var, meta)

@@ -10,11 +10,6 @@ from .program import Attention, Embed
 __all__ = ["prepare_inputs", "duplicate_map"]
 
 
-def _real_array(value, where):
-    """``value`` as a float64 array (finiteness is checked below, naming the entry)."""
-    return check_array(value, where, finite=False)
-
-
 def prepare_inputs(G, X):
     """Return ``({key: (P, d_key) float64 array}, P)`` for the Embeds of graph G.
 
@@ -35,11 +30,11 @@ def prepare_inputs(G, X):
         for k, v in X.items():
             if not isinstance(k, str):
                 raise TypeError(f"X must have string keys (the Embeds' data), got key {k!r}")
-            data[k] = _real_array(v, f"X[{k!r}]")
+            data[k] = check_array(v, f"X[{k!r}]", finite=False)
         where = {k: f"X[{k!r}]" for k in data}
         index = {k: (lambda i: i) for k in data}
     else:
-        arr = _real_array(X, "X")
+        arr = check_array(X, "X", finite=False)
         if arr.ndim == 2:
             data = {"x": arr}
             where = {"x": "X"}

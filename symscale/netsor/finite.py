@@ -34,13 +34,13 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from tqdm import tqdm
 
 from ..activations import Activation
+from ..validation import check_bool, check_int
 from .data import duplicate_map, prepare_inputs
 from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
                       Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
@@ -99,22 +99,6 @@ def _mean_stderr(samples):
     scale = top if top > 2.0**500 else 1.0
     u = samples / scale if scale != 1.0 else samples
     return scale * u.mean(axis=0), scale * u.std(axis=0, ddof=1) / math.sqrt(u.shape[0])
-
-
-def _check_int(v, name, low):
-    """An integer >= low (numpy integers too): bool and non-numbers are a TypeError, a float
-    (50.7, and 50.0 too) a ValueError; never truncated."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-        raise TypeError(f"{name} must be an integer >= {low}, got {v!r} ({type(v).__name__})")
-    if not isinstance(v, numbers.Integral) or v < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    return int(v)
-
-
-def _check_flag(v, name):
-    if not isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {v!r} ({type(v).__name__})")
-    return bool(v)
 
 
 def _nonfinite(node, what, arr, n):
@@ -177,10 +161,10 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     """
     G = as_graph(program)
     validate(G)
-    width = _check_int(width, "width", 1)
-    n_networks = _check_int(n_networks, "n_networks", 2)
-    seed = _check_int(seed, "seed", 0)
-    progress = _check_flag(progress, "progress")
+    width = check_int(width, "width", low=1)
+    n_networks = check_int(n_networks, "n_networks", low=2)
+    seed = check_int(seed, "seed", low=0)
+    progress = check_bool(progress, "progress")
     if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
     data, P = prepare_inputs(G, X)

@@ -345,12 +345,15 @@ class _Engine:
                 raise FloatingPointError(
                     f"nodes {a!r}, {b!r}: the dual kernel of {fa.label} failed at variances "
                     f"up to {float(max(np.max(q1), np.max(q2))):.3g} ({exc})") from exc
-        C = self._joint(pa, pb)
-        k = len(pa)
+        # a node passed twice (x0 - x1 of one G-variable) is one Gaussian coordinate: two
+        # coordinates with a singular covariance would differ by the round-off of its factor
+        (ua, sa), (ub, sb) = _unique(pa), _unique(pb)
+        C = self._joint(ua, ub)
+        sb = [len(ua) + i for i in sb]
 
         def func(z, idx):  # z: (nodes, D) for the input pair idx = (x, x')
-            return (_apply(fa, z[..., :k], None if ka is None else ka[:, idx[0]])
-                    * _apply(fb, z[..., k:], None if kb is None else kb[:, idx[1]]))
+            return (_apply(fa, z[..., sa], None if ka is None else ka[:, idx[0]])
+                    * _apply(fb, z[..., sb], None if kb is None else kb[:, idx[1]]))
 
         value, se = _gaussian_expectation(func, C, self.rng)
         if se is not None:
@@ -361,17 +364,24 @@ class _Engine:
         f, par, params = self._function(n)
         if len(par) == 1 and isinstance(f, Activation):
             return np.asarray(gaussian_moment_numeric(f, 0.0, np.diag(self.cov(par[0], par[0]))))
-        C = np.empty((self.P, len(par), len(par)))
-        for i, j in itertools.product(range(len(par)), repeat=2):
-            C[:, i, j] = np.diag(self.cov(par[i], par[j]))
+        nodes, pos = _unique(par)
+        C = np.empty((self.P, len(nodes), len(nodes)))
+        for i, j in itertools.product(range(len(nodes)), repeat=2):
+            C[:, i, j] = np.diag(self.cov(nodes[i], nodes[j]))
 
         def func(z, idx):
-            return _apply(f, z, None if params is None else params[:, idx[0]])
+            return _apply(f, z[..., pos], None if params is None else params[:, idx[0]])
 
         value, se = _gaussian_expectation(func, C, self.rng)
         if se is not None:
             self.mc_stderr[(n, "mean")] = se
         return value
+
+
+def _unique(nodes):
+    """(distinct nodes in order of first use, position of each argument among them)."""
+    first = list(dict.fromkeys(nodes))
+    return first, [first.index(n) for n in nodes]
 
 
 def _memo_pair(cache, a, b, compute):

@@ -35,7 +35,8 @@ import numpy as np
 from ..activations import Activation
 from ..kernels.recursions import mlp_kernels, resnet_kernels
 from .data import duplicate_map, prepare_inputs
-from .finite import _check_flag, _check_int, _nonfinite, simulate_network
+from ..validation import check_bool, check_int
+from .finite import _nonfinite, simulate_network
 from .infinite import run_infinite
 from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
                       Readout, _kinds, _parents, as_graph, topological_order, validate)
@@ -103,10 +104,10 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     """
     G = as_graph(program)
     validate(G)
-    width = _check_int(width, "width", 1)
-    n_networks = _check_int(n_networks, "n_networks", 1)
-    seed = _check_int(seed, "seed", 0)
-    explicit = _check_flag(explicit, "explicit")
+    width = check_int(width, "width", low=1)
+    n_networks = check_int(n_networks, "n_networks", low=1)
+    seed = check_int(seed, "seed", low=0)
+    explicit = check_bool(explicit, "explicit")
     outs = [n for n, d in G.nodes(data=True) if isinstance(d["op"], Readout)]
     if len(outs) != 1 or G.nodes[outs[0]]["op"].dim != 1:
         raise ValueError("empirical_ntk needs exactly one readout with dim = 1")

@@ -40,8 +40,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +50,7 @@ import sympy as sp
 from .._symbolic import parse_expression
 from ..activations import Activation, activation
 from ..errors import InvalidProgramError
+from ..validation import check_bool, check_int, check_real
 
 __all__ = [
     "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "LinComb", "LayerNorm", "Attention",
@@ -378,34 +377,28 @@ def _as_nonlinearity(fn, k, params, m=0):
 # the arguments of one node (checked by the builders and by validate)
 
 
+def _field(check, node, arg, value, **bounds):
+    """``check`` (from symscale.validation) with the node named; a bad value is an
+    InvalidProgramError (a ValueError), a wrong type a TypeError."""
+    try:
+        return check(value, f"node {node!r}: {arg}", **bounds)
+    except TypeError:
+        raise
+    except ValueError as err:
+        raise InvalidProgramError(str(err)) from None
+
+
 def _real_field(node, arg, value, low=None) -> float:
     """A finite real number (``>= low``); -0.0 becomes +0.0 so that both give one program."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"node {node!r}: {arg} must be a finite real number, got {value!r} "
-                        f"({type(value).__name__})")
-    v = float(value) + 0.0
-    if not math.isfinite(v):
-        raise InvalidProgramError(f"node {node!r}: {arg} must be finite, got {value!r}")
-    if low is not None and v < low:
-        raise InvalidProgramError(f"node {node!r}: {arg} must be >= {low}, got {value!r}")
-    return v
+    return _field(check_real, node, arg, value, low=low) + 0.0
 
 
 def _int_field(node, arg, value, low) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"node {node!r}: {arg} must be an integer >= {low}, got {value!r} "
-                        f"({type(value).__name__})")
-    if not isinstance(value, numbers.Integral) or value < low:  # 2.5 is refused, not truncated
-        raise InvalidProgramError(f"node {node!r}: {arg} must be an integer >= {low}, got "
-                                  f"{value!r}")
-    return int(value)
+    return _field(check_int, node, arg, value, low=low)
 
 
 def _bool_field(node, arg, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"node {node!r}: {arg} must be True or False, got {value!r} "
-                        f"({type(value).__name__})")
-    return bool(value)
+    return _field(check_bool, node, arg, value)
 
 
 def _str_field(node, arg, value) -> str:

@@ -223,7 +223,7 @@ def test_network_methods_reject():
         mlp.forward([np.nan, 0.0, 0.0])
     with pytest.raises(TypeError, match="x must be a real numeric array"):
         mlp.forward(["a", "b", "c"])
-    with pytest.raises(TypeError, match="theta must be a real numeric array"):
+    with pytest.raises(TypeError, match="theta must be a real number, got str 'high'"):
         mlp.tail_indicator(1, "high")
     with pytest.raises(TypeError, match="biases must be a sequence"):
         RandomMLP.from_weights([np.ones((2, 2))], biases=5.0)
@@ -319,7 +319,7 @@ def test_score_functions_reject_non_numbers():
         mse_over_var([True, False], [0.0, 0.0], [1.0, 1.0])
     with pytest.raises(TypeError, match="var must be a real numeric array"):
         mse_over_var([1.0], [0.0], ["one"])
-    with pytest.raises(TypeError, match="flops must be a real numeric array"):
+    with pytest.raises(TypeError, match="flops must be a real number, got bool True"):
         monte_carlo_mse_over_var(True, 10)
 
 

@@ -44,7 +44,12 @@ def test_closed_form_equals_2d_quadrature(spec, derivative):
     quad = _polar(target, a, c, b, 160)
     scale = np.maximum(1.0, np.abs(quad))
     assert np.all(np.abs(closed - quad) <= 1e-10 * scale), (closed, quad)
-    assert np.all(np.abs(np.asarray(V(a, c, b)) - closed) <= 1e-15 * scale)
+    # the two rho = +-1 points are collinear only up to round-off; there dual_kernel_numeric
+    # snaps the sign-type kernels (which move by sqrt(1 - rho^2)) to rho = +-1 and the Formula
+    # does not
+    formula = np.broadcast_to(np.asarray(V(a, c, b), dtype=float), closed.shape)
+    assert np.all(np.abs(formula - closed)[2:] <= 1e-15 * scale[2:])
+    assert np.all(np.abs(formula - closed)[:2] <= 1e-7 * scale[:2])
 
 
 @pytest.mark.parametrize("derivative", [False, True])

@@ -82,13 +82,20 @@ def test_vectorized_shapes():
     ((float("nan"), 1.0), {}, ValueError, "mean must be finite"),
     ((0.0, -1.0), {}, ValueError, "var must be >= 0, got -1.0"),
     ((0.0, np.array([1.0, -2.0])), {}, ValueError, "at index 1"),
-    ((0.0, 1.0), {"power": 0}, ValueError, "power must be an integer >= 1"),
+    ((0.0, 1.0), {"power": 0}, ValueError, "power must be >= 1"),
+    ((0.0, 1.0), {"power": 1.5}, TypeError, "power must be an integer"),
+    ((0.0, 1.0), {"power": True}, TypeError, "power must be an integer"),
+    ((True, 1.0), {}, TypeError, "mean must be a real number"),
+    ((0.0, "1"), {}, TypeError, "var must be a real number"),
+    ((0.0, 1.0), {"deg": 4}, ValueError, "deg must be >= 8"),
 ])
 def test_bad_input(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         ss.gaussian_moment_numeric("relu", *args, **kwargs)
-    with pytest.raises(ValueError, match="power"):
+    with pytest.raises(TypeError, match="power"):
         ss.gaussian_moment("relu", power=1.5)
+    with pytest.raises(ValueError, match="power must be >= 1"):
+        ss.gaussian_moment("relu", power=0)
 
 
 def test_overflow_is_reported():

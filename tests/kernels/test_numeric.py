@@ -50,13 +50,16 @@ def test_round_off_beyond_the_cone_is_accepted_and_clipped():
         -ss.dual_kernel_numeric("tanh", q, q, q), rel=1e-12)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"deg": 3}, "deg must be an integer >= 8"),
-    ({"deg": 20.0}, "deg must be an integer"),
-    ({"method": "simpson"}, "method must be 'polar' or 'hermite'"),
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"deg": 3}, ValueError, "deg must be >= 8"),
+    ({"deg": 20.0}, TypeError, "deg must be an integer"),
+    ({"deg": True}, TypeError, "deg must be an integer"),
+    ({"method": "simpson"}, ValueError, "method must be 'polar' or 'hermite'"),
+    ({"derivative": "no"}, TypeError, "derivative must be True or False"),
+    ({"return_error": 1}, TypeError, "return_error must be True or False"),
 ])
-def test_bad_options(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_options(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
         ss.dual_kernel_numeric("tanh", 1.0, 0.5, 1.0, **kwargs)
 
 

@@ -91,15 +91,22 @@ def test_ntk_false_and_activation_instance():
     assert ntk is None and nngp.shape == (6, 6)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"depth": -1}, "depth must be an integer >= 0"),
-    ({"depth": 2.5}, "depth must be an integer"),
-    ({"depth": 1, "weight_var": -1.0}, "weight_var must be finite and >= 0"),
-    ({"depth": 1, "bias_var": float("nan")}, "bias_var must be finite"),
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"depth": -1}, ValueError, "depth must be >= 0, got -1"),
+    ({"depth": 2.5}, TypeError, "depth must be an integer, got float 2.5"),
+    ({"depth": True}, TypeError, "depth must be an integer, got bool"),
+    ({"depth": 1, "weight_var": -1.0}, ValueError, "weight_var must be > 0, got -1.0"),
+    ({"depth": 1, "weight_var": 0.0}, ValueError, "weight_var must be > 0, got 0.0"),
+    ({"depth": 1, "weight_var": float("inf")}, ValueError, "weight_var must be finite"),
+    ({"depth": 1, "bias_var": float("nan")}, ValueError, "bias_var must be finite"),
+    ({"depth": 1, "bias_var": -0.1}, ValueError, "bias_var must be >= 0, got -0.1"),
+    ({"depth": 1, "ntk": "no"}, TypeError, "ntk must be True or False"),
 ])
-def test_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
         mlp_kernels(X, **kwargs)
+    with pytest.raises(exc, match=match):
+        resnet_kernels(X, **kwargs)
 
 
 def test_bad_inputs():

@@ -309,6 +309,10 @@ def test_non_finite_arguments_raise_value_error_naming_them(call, name, bad):
     (lambda: gaussian_w2("a", _C, [0.0, 0.0], _C), "mean1"),
     (lambda: relative_frobenius([["a"]], [[1.0]]), "K_est"),
     (lambda: sample_gaussian(_C, True), "n"),
+    # a float where an integer is expected is a TypeError, even an integral one
+    (lambda: sliced_wasserstein(_X2, _Y2, n_projections=2.5), "n_projections"),
+    (lambda: sliced_wasserstein(_X2, _Y2, n_projections=3.0), "n_projections"),
+    (lambda: sample_gaussian(_C, 50.7), "n"),
     (lambda: fit_rate([1, 2, 4], [1, 2, 3], n_boot=True), "n_boot"),
     (lambda: fit_rate([1, 2, 4], [1, 2, 3], level="0.9"), "level"),
     (lambda: noise_floor(lambda n, rng: rng.standard_normal(n), 5, n_jobs=1.0 + 0j), "n_jobs"),
@@ -320,14 +324,11 @@ def test_wrong_types_raise_type_error_naming_the_argument(call, name):
 
 @pytest.mark.parametrize("call, name", [
     (lambda: wasserstein_1d([0.0], [1.0], p=0.99), "p"),
-    (lambda: sliced_wasserstein(_X2, _Y2, n_projections=2.5), "n_projections"),
-    (lambda: sliced_wasserstein(_X2, _Y2, n_projections=3.0), "n_projections"),
     (lambda: sliced_wasserstein(_X2, _Y2, seed=-1), "seed"),
     (lambda: sliced_wasserstein(_X2, _Y2, n_jobs=0), "n_jobs"),
     (lambda: sliced_wasserstein([[[0.0]]], _Y2), "X"),
     (lambda: sliced_wasserstein([[0.0, 1.0], [2.0]], _Y2), "X"),
     (lambda: projections(2, 0), "n_projections"),
-    (lambda: sample_gaussian(_C, 50.7), "n"),
     (lambda: noise_floor(lambda n, rng: rng.standard_normal(n), 0), "n_samples"),
     (lambda: noise_floor(lambda n, rng: rng.standard_normal(n), 5, n_projections=0),
      "n_projections"),

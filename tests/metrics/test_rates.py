@@ -158,7 +158,6 @@ def test_noise_floor_one_dimensional_sampler_and_p2():
     (lambda n, rng: np.full((n, 2), np.nan), {}, "sampler"),
     (_std_normal_3d, {"n_repeats": 1}, "n_repeats"),
     (_std_normal_3d, {"p": 0}, "p"),
-    (_std_normal_3d, {"seed": 1.5}, "seed"),
 ])
 def test_noise_floor_invalid_inputs(sampler, kwargs, name):
     with pytest.raises(ValueError, match=f"^{name} "):
@@ -169,6 +168,7 @@ def test_noise_floor_invalid_inputs(sampler, kwargs, name):
     ("not callable", {}, "sampler"),
     (lambda n, rng: np.full((n, 2), "x"), {}, "sampler"),
     (_std_normal_3d, {"seed": True}, "seed"),
+    (_std_normal_3d, {"seed": 1.5}, "seed"),
     (_std_normal_3d, {"p": "2"}, "p"),
     (_std_normal_3d, {"n_repeats": np.True_}, "n_repeats"),
 ])

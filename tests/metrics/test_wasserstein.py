@@ -167,9 +167,15 @@ def test_projections_are_unit_reproducible_and_isotropic():
     assert np.abs(second - np.eye(3) / 3).max() < 5 * math.sqrt(4 / 45 / 4000)
 
 
-@pytest.mark.parametrize("args", [(0, 5, 0), (3, 0, 0), (3, 5, -1), (2.5, 5, 0)])
+@pytest.mark.parametrize("args", [(0, 5, 0), (3, 0, 0), (3, 5, -1)])
 def test_projections_invalid(args):
     with pytest.raises(ValueError, match="^(dim|n_projections|seed) "):
+        projections(*args)
+
+
+@pytest.mark.parametrize("args", [(2.5, 5, 0), (3, 5.0, 0), (3, 5, 1.5), (True, 5, 0)])
+def test_projections_wrong_types(args):
+    with pytest.raises(TypeError, match="^(dim|n_projections|seed) "):
         projections(*args)
 
 

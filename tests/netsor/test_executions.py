@@ -163,9 +163,9 @@ def test_finite_runs_are_reproducible_and_independent_networks():
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    ({"width": 0}, ValueError, "width must be an integer >= 1"),
-    ({"width": 10.5}, ValueError, "width must be an integer"),
-    ({"n_networks": 1}, ValueError, "n_networks must be an integer >= 2"),
+    ({"width": 0}, ValueError, "width must be >= 1, got 0"),
+    ({"width": 10.5}, TypeError, "width must be an integer, got float 10.5"),
+    ({"n_networks": 1}, ValueError, "n_networks must be >= 2, got 1"),
 ])
 def test_bad_execution_arguments(kwargs, exc, match):
     args = {"width": 8, "n_networks": 2, **kwargs}

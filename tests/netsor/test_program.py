@@ -122,7 +122,7 @@ def test_builders_produce_valid_programs():
     b = [n for n, d in rnn(3, "tanh", bias_var=0.2).graph.nodes(data=True)
          if isinstance(d["op"], Bias)]
     assert len(b) == 1
-    with pytest.raises(ValueError, match="depth must be an integer >= 1"):
+    with pytest.raises(ValueError, match="depth must be >= 1"):
         mlp(0)
 
 
