@@ -36,6 +36,7 @@ __all__ = [
     "Exponential",
     "Polynomial",
     "Scaled",
+    "is_relu",
 ]
 
 
@@ -179,3 +180,15 @@ class Scaled(Family):
     def derivative(self):
         d = self.base.derivative()
         return None if d is None else Scaled(d, self.A * self.B, self.B)
+
+
+def is_relu(family: Family | None) -> bool:
+    """Whether ``family`` is exactly ``max(x, 0)``, however the activation was registered.
+
+    Fast paths specific to ReLU dispatch on this, not on the activation's name, so a
+    user-registered ``Max(x, 0)`` or ``Piecewise((x, x > 0), (0, True))`` takes them too.
+
+    >>> is_relu(TwoSlope(0, 1)), is_relu(TwoSlope(sp.Rational(1, 100), 1)), is_relu(None)
+    (True, False, False)
+    """
+    return isinstance(family, TwoSlope) and family.a == 0 and family.b == 1

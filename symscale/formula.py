@@ -62,6 +62,9 @@ _OPTIONAL_BACKENDS = {"jax": "jax", "torch": "torch"}
 class Formula:
     """A closed form with LaTeX, numeric evaluators, generated code and a sampling check.
 
+    Formulas are immutable, because caches share them (``symscale.dual_kernel("relu")`` returns
+    the same object every time): :meth:`replace` makes a modified copy.
+
     Parameters
     ----------
     expr : sympy.Expr
@@ -116,6 +119,50 @@ class Formula:
         self.sampler = sampler
         self.point_sampler = point_sampler
         self._numeric_cache: dict[str, Callable] = {}
+        self._frozen = True  # immutable from here on: cached Formulas are shared
+
+    # -- immutability -----------------------------------------------------------------------------
+    _FIELDS = ("expr", "variables", "name", "lhs", "description", "stable_expr", "sampler",
+               "point_sampler")
+
+    def __setattr__(self, key, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(
+                f"Formula {self.name!r} is immutable (it may be shared, e.g. by the cache of "
+                f"symscale.dual_kernel); use formula.replace({key}=...) for a modified copy")
+        object.__setattr__(self, key, value)
+
+    def __delattr__(self, key):
+        raise AttributeError(f"Formula {self.name!r} is immutable; cannot delete {key!r}")
+
+    def replace(self, **changes) -> "Formula":
+        """A copy with some constructor arguments changed (the Formula itself is immutable).
+
+        Parameters
+        ----------
+        **changes
+            Any of ``expr``, ``variables``, ``name``, ``lhs``, ``description``,
+            ``stable_expr``, ``sampler``, ``point_sampler``.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> V = ss.dual_kernel("relu")
+        >>> W = V.replace(name="arccos1", sampler=None)
+        >>> (W.name, W.sampler is None, V.sampler is None)
+        ('arccos1', True, False)
+        """
+        unknown = sorted(set(changes) - set(self._FIELDS))
+        if unknown:
+            raise TypeError(f"replace() got unknown fields {unknown}; fields: {self._FIELDS}")
+        fields = {"expr": self.expr, "variables": self.variables, "name": self.name,
+                  "lhs": self._lhs, "description": self.description,
+                  "stable_expr": self.stable_expr, "sampler": self.sampler,
+                  "point_sampler": self.point_sampler}
+        fields.update(changes)
+        expr = fields.pop("expr")
+        variables = fields.pop("variables")
+        return Formula(expr, variables, **fields)
 
     # -- basic views ------------------------------------------------------------------------------
     @property
@@ -254,9 +301,7 @@ class Formula:
         """Expanded expression, computed with symengine (much faster on large polynomials)."""
         back = {sp.Symbol(s.name): s for s in self.expr.free_symbols}
         expanded = sp.sympify(se.expand(se.sympify(self.expr))).xreplace(back)
-        return Formula(expanded, self.variables, name=self.name, lhs=self._lhs,
-                       description=self.description, stable_expr=self.stable_expr,
-                       sampler=self.sampler, point_sampler=self.point_sampler)
+        return self.replace(expr=expanded)
 
     # -- code -------------------------------------------------------------------------------------
     def code(self, language: str = "c", name: str | None = None) -> str:

@@ -696,3 +696,24 @@ def test_numpy_and_python_code_exec(act, derivative):
     got = np.array([f_py(float(x), float(y), float(z)) for x, y, z in zip(q11, q12, q22)])
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
     assert f_py(0.0, 0.0, 0.0) == pytest.approx(float(V(0.0, 0.0, 0.0)), abs=1e-15)
+
+
+def test_formulas_are_immutable_and_replace_makes_a_copy():
+    """A cached Formula is shared: assigning to it used to break every later caller
+    (``V.sampler = None`` made each later ``dual_kernel("relu").check()`` fail)."""
+    V = ss.dual_kernel("relu")
+    for field in ("sampler", "expr", "name", "stable_expr", "new_attribute"):
+        with pytest.raises(AttributeError, match="immutable.*replace"):
+            setattr(V, field, None)
+    with pytest.raises(AttributeError, match="immutable"):
+        del V.sampler
+    W = V.replace(sampler=None, name="arccos1")
+    assert W is not V and W.sampler is None and W.name == "arccos1"
+    assert W.expr == V.expr and W.stable_expr == V.stable_expr and W.lhs == V.lhs
+    assert ss.dual_kernel("relu") is V and V.sampler is not None
+    assert V.check(n_points=1, n_samples=20_000, seed=0).passed
+    with pytest.raises(TypeError, match=r"unknown fields \['samplr'\]"):
+        V.replace(samplr=None)
+    # the constructor still validates what replace passes on
+    with pytest.raises(ValueError, match="free symbols"):
+        V.replace(variables=V.variables[:2])

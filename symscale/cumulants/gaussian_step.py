@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..activations import as_activation
+from ..families import is_relu
 from .nonlinear import _check_cumulants
 from .state import Cumulants
 from .wick import relu_bivariate_moment_numeric, wick_table
@@ -51,7 +52,7 @@ def gaussian_step(z: Cumulants, act, layer=None) -> tuple[Cumulants, int]:
     w = wick_table(act, mu, var, 0, 2)
     m1, m2 = w[1, 0], w[2, 0]
     rho = np.clip(S / np.outer(sd, sd), -1.0, 1.0)
-    if act.name == "relu":
+    if is_relu(act.family):  # any registration of max(x, 0), not only the name "relu"
         joint = relu_bivariate_moment_numeric(mu[:, None], mu[None, :], sd[:, None],
                                               sd[None, :], rho)
         flops = 60 * S.size

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..activations import as_activation
+from ..families import is_relu
 from ..kernels.recursions import mlp_kernels
 from ..validation import check_array, check_bool, check_int, check_real
 from ._norms import row_norms
@@ -138,7 +139,7 @@ def ntk_matrix(X, depth, activation="relu", normalized=True, normalize=False):
     duplicated = first.size < X.shape[0]
     if duplicated:
         X = X[first]
-    if act.name == "relu":
+    if is_relu(act.family):  # any registration of max(x, 0), not only the name "relu"
         theta = _relu_ntk(X, depth)
         if not normalized:
             theta *= depth + 1

@@ -356,3 +356,22 @@ def test_onehot_sequences():
         ds.onehot_sequences(10, 10, vocab=1)
     with pytest.raises(ValueError, match="^n_train must be >= 1, got 0"):
         ds.onehot_sequences(0, 10)
+
+
+def test_a_user_registered_relu_takes_the_relu_path():
+    """The ReLU angle recursion is chosen by the activation's family, not its name: a
+    user-registered max(x, 0) gives bit-identical kernels (the general path differs by
+    round-off)."""
+    import symscale as ss
+
+    ss.register_activation("user_relu_spectra", "Piecewise((x, x > 0), (0, True))",
+                           overwrite=True)
+    try:
+        X = np.random.default_rng(0).standard_normal((12, 3))
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        for normalized in (True, False):
+            ref = sp.ntk_matrix(X, 6, "relu", normalized=normalized)
+            got = sp.ntk_matrix(X, 6, "user_relu_spectra", normalized=normalized)
+            assert np.array_equal(got, ref)
+    finally:
+        ss.unregister_activation("user_relu_spectra")
