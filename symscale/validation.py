@@ -292,3 +292,17 @@ def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True,
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
         raise ValueError(f"{name} must be finite, got {float(out[bad])!r} at index {bad}")
     return out
+
+
+def _first(mask):
+    """Index of the first True entry of a boolean array (``()`` for a 0-d mask), for messages."""
+    mask = np.asarray(mask)
+    if mask.ndim == 0:
+        return ()
+    idx = tuple(int(i[0]) for i in np.nonzero(mask))
+    return idx if len(idx) != 1 else idx[0]
+
+
+def _at(idx) -> str:
+    """`` at index ...`` for a message (nothing for a scalar)."""
+    return "" if idx == () else f" at index {idx}"

@@ -27,8 +27,7 @@ from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
 from ..formula import Formula, Variable
 from ..gaussian import gaussian_expectation
-from ..validation import check_array, check_int
-from .numeric import _at, _first
+from ..validation import _at, _first, check_array, check_int
 
 __all__ = ["gaussian_moment", "gaussian_moment_numeric", "mu", "sigma2"]
 

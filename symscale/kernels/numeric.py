@@ -49,8 +49,9 @@ from .. import families as fam
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
 from ..formula import CheckReport, CheckRow, sample_mean
-from ..validation import check_array, check_bool, check_int, check_real
+from ..validation import _at, _first, check_array, check_bool, check_int, check_real
 from .dual import _dual_kernel, pair_sampler, random_psd_point
+from .moments import _graded_degree, _graded_rule, gaussian_moment_numeric
 
 __all__ = ["dual_kernel_numeric", "cross_kernel_numeric", "check_dual_kernel", "check_covariance",
            "gauss_hermite"]
@@ -134,19 +135,6 @@ def check_covariance(q11, q12, q22, *, names=("q11", "q12", "q22")):
     c = np.clip(a12, -bound, bound)
     c += 0.0  # -0.0 -> +0.0: atan2(0, -0.0) = pi would flip an angle
     return a11 + 0.0, c, a22 + 0.0
-
-
-def _first(mask):
-    """Index of the first True entry (``()`` for a 0-d mask)."""
-    mask = np.asarray(mask)
-    if mask.ndim == 0:
-        return ()
-    idx = tuple(int(i[0]) for i in np.nonzero(mask))
-    return idx if len(idx) != 1 else idx[0]
-
-
-def _at(idx) -> str:
-    return "" if idx == () else f" at index {idx}"
 
 
 def dual_kernel_numeric(act, q11, q12, q22, *, derivative: bool = False, deg: int | None = None,
@@ -246,7 +234,6 @@ def _point_mass(act: Activation, a11, a22, value, err):
     zero = (a11 == 0) | (a22 == 0)
     if not zero.any():
         return
-    from .moments import gaussian_moment_numeric
 
     phi0 = float(act(np.array(0.0)))
     other = np.maximum(a11, a22)[zero]
@@ -494,7 +481,6 @@ def _line_pair(f: Activation, g, s1, s2, deg):
     exp-sinh nodes on each side of z = 0 (where both arguments change sign), refined for each
     decade of max(|s1|, |s2|) above 100 as in :func:`~symscale.gaussian_moment_numeric`.
     """
-    from .moments import _graded_degree, _graded_rule
 
     decades, degs = _graded_degree(np.maximum(np.abs(s1), np.abs(s2)), deg)
     out = np.empty_like(s1)
@@ -571,7 +557,6 @@ def cross_kernel_numeric(phi, psi, q11, q12, q22, *, deg: int | None = None):
     TypeError, DomainError, ValueError, OverflowError
         As in :func:`dual_kernel_numeric`.
     """
-    from .moments import gaussian_moment_numeric
 
     phi, psi = as_activation(phi), as_activation(psi)
     if deg is not None:
