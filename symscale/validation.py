@@ -42,7 +42,7 @@ import numbers
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_seed",
-           "check_random_state", "check_array"]
+           "check_random_state", "check_array", "check_finite"]
 
 _SEED_TYPES = (np.random.SeedSequence, np.random.BitGenerator, np.random.Generator)
 
@@ -288,10 +288,26 @@ def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True,
     out = np.array(raw, dtype=np.float64) if copy else np.asarray(raw, dtype=np.float64)
     if ndim is not None and out.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {out.shape}")
-    if finite and not np.all(np.isfinite(out)):
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
-        raise ValueError(f"{name} must be finite, got {float(out[bad])!r} at index {bad}")
-    return out
+    return check_finite(out, name) if finite else out
+
+
+def check_finite(arr: np.ndarray, name: str, *, error: type = ValueError) -> np.ndarray:
+    """``arr`` unchanged if every entry is finite; else ``error`` naming the first bad entry.
+
+    For callers that check the shape first (with their own message) and finiteness after;
+    ``error`` lets a domain check raise :class:`~symscale.errors.DomainError` (a ValueError).
+
+    Examples
+    --------
+    >>> check_finite(np.array([[1.0, 2.0], [3.0, np.inf]]), "K")
+    Traceback (most recent call last):
+    ...
+    ValueError: K must be finite, got inf at index (1, 1)
+    """
+    if not np.all(np.isfinite(arr)):
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        raise error(f"{name} must be finite, got {float(arr[bad])!r} at index {bad}")
+    return arr
 
 
 def _first(mask):

@@ -286,3 +286,16 @@ def test_error_and_warning_classes_live_in_symscale_errors_and_stay_importable()
         assert issubclass(e, errors.SymscaleError) and issubclass(e, ValueError)
         assert e.__name__ in errors.__doc__
     assert issubclass(NotFittedError, AttributeError)
+
+
+def test_check_finite_names_the_first_bad_entry_and_raises_the_given_error():
+    from symscale.errors import DomainError
+    from symscale.validation import check_finite
+
+    a = np.array([[1.0, 2.0], [np.nan, np.inf]])
+    with pytest.raises(DomainError, match=r"^X must be finite, got nan at index \(1, 0\)$"):
+        check_finite(a, "X", error=DomainError)
+    with pytest.raises(ValueError, match=r"^X must be finite, got nan at index \(1, 0\)$"):
+        check_finite(a, "X")
+    ok = np.ones(3)
+    assert check_finite(ok, "x") is ok

@@ -285,8 +285,6 @@ def _unscaled(family):
             factor *= float(family.A) ** 2
             scale *= float(family.B) ** 2
             family = family.base
-        if isinstance(family, fam.TwoSlope):
-            family = (float(family.a), float(family.b))
     except TypeError:
         return None
     return family, factor, scale
@@ -308,38 +306,44 @@ def _anticorrelated(family, a11, a12, a22, value):
       q = 1e12, and GELU's sign.
     """
     parts = _unscaled(family)
-    if parts is None:
+    if parts is None or not isinstance(parts[0], (fam.TwoSlope, fam.Gelu, fam.GeluPrime)):
         return
     base, factor, scale = parts
-    if not (isinstance(base, tuple) or isinstance(base, (fam.Gelu, fam.GeluPrime))):
-        return
+    if isinstance(base, fam.TwoSlope):
+        try:
+            a, b = float(base.a), float(base.b)
+        except TypeError:  # symbolic slopes
+            return
     mask = (a12 < 0) & (a11 > 0) & (a22 > 0)
     if not mask.any():
         return
     b11, b12, b22 = a11[mask] * scale, a12[mask] * scale, a22[mask] * scale
     idx = np.flatnonzero(mask)
-    if isinstance(base, tuple):
-        a, b = base
+    if isinstance(base, fam.TwoSlope):
         e = (np.frexp(b11)[1] + np.frexp(b22)[1]) // 2
         b11, b12, b22 = np.ldexp(b11, -e), np.ldexp(b12, -e), np.ldexp(b22, -e)
         x = -b12
         t = np.sqrt(np.maximum(b11 * b22 - b12 * b12, 0.0)) / x
-        near = t <= 0.1
-        v = (b - a) ** 2 / (2 * math.pi) * x * _t_minus_atan(t) - a * b * x
-        v = np.ldexp(v, e) / scale  # degree 1: V(q) = V(scale q) / scale
     else:
         x = -b12
         D = np.maximum(b11 * b22 - b12 * b12, 0.0)
         g = np.sqrt(1 + b11 + b22 + D)
         t = g / x
-        near = t <= 0.1
+    near = np.flatnonzero(t <= 0.1)  # the corner only: the series is not evaluated elsewhere
+    if not near.size:
+        return
+    x, t, s = x[near], t[near], _t_minus_atan(t[near])
+    if isinstance(base, fam.TwoSlope):
+        v = (b - a) ** 2 / (2 * math.pi) * x * s - a * b * x
+        v = np.ldexp(v, e[near]) / scale  # degree 1: V(q) = V(scale q) / scale
+    else:
+        b11, b22, D, g = b11[near], b22[near], D[near], g[near]
         M = 1 + (b22 + D) / (1 + b11) + (b11 + D) / (1 + b22)
         if isinstance(base, fam.Gelu):
-            v = (x * _t_minus_atan(t) - M / g) / (2 * math.pi)
+            v = (x * s - M / g) / (2 * math.pi)
         else:
-            v = ((M + D) / (x * g) - x / g**3 - _t_minus_atan(t)) / (2 * math.pi)
-    if near.any():
-        value.flat[idx[near]] = factor * v[near]
+            v = ((M + D) / (x * g) - x / g**3 - s) / (2 * math.pi)
+    value.flat[idx[near]] = factor * v
 
 
 def _rescale_homogeneous(fn, degree, a11, a12, a22, value):

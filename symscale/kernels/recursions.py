@@ -39,7 +39,7 @@ import numpy as np
 from .. import families as fam
 from ..activations import as_activation
 from ..errors import DomainError
-from ..validation import check_array, check_bool, check_int, check_real
+from ..validation import check_array, check_bool, check_finite, check_int, check_real
 from .numeric import COLLINEAR_ULPS, dual_kernel_numeric
 
 __all__ = ["mlp_kernels", "resnet_kernels", "input_kernel"]
@@ -79,10 +79,7 @@ def _check_X(X) -> np.ndarray:
     arr = check_array(X, "X", finite=False, copy=False)
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ValueError(f"X must be a P x d array with P, d >= 1, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
-        raise DomainError(f"X must be finite, got {float(arr[bad])!r} at index {bad}")
-    return arr
+    return check_finite(arr, "X", error=DomainError)
 
 
 def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,

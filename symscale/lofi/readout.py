@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import NotFittedError
-from ..validation import check_array, check_bool, check_int, check_real
+from ..validation import check_array, check_bool, check_finite, check_int, check_real
 
 __all__ = ["KernelRidgeReadout", "LogisticReadout", "NotFittedError", "RidgeReadout"]
 DEFAULT_LAMBDAS = np.logspace(-6, 6, 100)  # the public code: 500 points, sklearn RidgeCV
@@ -43,10 +43,7 @@ def _matrix(a, name, cols=None):
     if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1 or cols not in (None, a.shape[1]):
         want = "a 2-D array" if cols is None else f"a 2-D array with {cols} columns"
         raise ValueError(f"{name} must be {want}, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
-        raise ValueError(f"{name} must be finite, got {float(a[bad])!r} at index {bad}")
-    return a
+    return check_finite(a, name)
 
 
 _SQUARE_MAX = 1e150  # magnitudes whose squares (errors, singular values) stay in float64

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validation import check_array, check_int, check_seed
+from ..validation import check_array, check_finite, check_int, check_seed
 from .wasserstein import _exponent, _max_abs, _unscale
 
 __all__ = ["gaussian_w2", "relative_frobenius", "sample_gaussian", "GaussianSample"]
@@ -69,11 +69,7 @@ def _matrix(a, name: str) -> np.ndarray:
         arr = arr.reshape(1, 1)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty square matrix, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
-    return arr
+    return check_finite(arr, name)
 
 
 def _symmetric(arr: np.ndarray, name: str) -> np.ndarray:
@@ -222,11 +218,8 @@ def relative_frobenius(K_est, K_ref) -> float:
     ref = check_array(K_ref, "K_ref", finite=False)
     if est.shape != ref.shape:
         raise ValueError(f"K_est must have the shape of K_ref {ref.shape}, got {est.shape}")
-    for name, arr in (("K_est", est), ("K_ref", ref)):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
+    check_finite(est, "K_est")
+    check_finite(ref, "K_ref")
     if not ref.any():
         raise ValueError("K_ref must be nonzero (its Frobenius norm is the denominator), got 0")
     # both norms on copies divided by powers of two (exact), so that squares of huge or tiny

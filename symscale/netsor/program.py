@@ -382,8 +382,6 @@ def _field(check, node, arg, value, **bounds):
     InvalidProgramError (a ValueError), a wrong type a TypeError."""
     try:
         return check(value, f"node {node!r}: {arg}", **bounds)
-    except TypeError:
-        raise
     except ValueError as err:
         raise InvalidProgramError(str(err)) from None
 

@@ -3,7 +3,6 @@ inputs in both executions, and typed errors instead of NaN or infinity."""
 
 import math
 
-import networkx as nx
 import numpy as np
 import pytest
 
@@ -11,6 +10,8 @@ from symscale import InvalidProgramError
 from symscale.netsor import (Embed, LinComb, Program, Readout, attention_block, empirical_ntk,
                              infinite_ntk, layernorm_mlp, mlp, resnet, rnn, run_finite,
                              run_infinite, validate)
+
+from .test_program import _graph  # one helper that builds a graph of ops by hand
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((4, 5))
@@ -80,15 +81,6 @@ def test_builders_normalize_numbers():
     assert p.graph.nodes["g_1"]["op"].coefficients == (0.5, 2.0)
 
 
-def _graph(nodes, edges):
-    G = nx.DiGraph()
-    for name, op in nodes:
-        G.add_node(name, op=op)
-    for u, v, slot in edges:
-        G.add_edge(u, v, slot=slot)
-    return G
-
-
 @pytest.mark.parametrize("ops, match", [
     ((Embed(), LinComb((float("nan"),)), Readout()), r"^node 'l': coefficients\[0\] must be fin"),
     ((Embed(), LinComb((1.0,)), Readout(var=math.inf)), "^node 'o': var must be finite"),
@@ -97,7 +89,7 @@ def _graph(nodes, edges):
     ((Embed(), LinComb((1.0,)), Readout(dim=1.5)), "^node 'o': dim must be an integer"),
 ])
 def test_validate_checks_the_arguments_of_hand_built_nodes(ops, match):
-    G = _graph(zip(("x", "l", "o"), ops), [("x", "l", 0), ("l", "o", 0)])
+    G = _graph(*zip(("x", "l", "o"), ops), edges=[("x", "l", 0), ("l", "o", 0)])
     with pytest.raises(InvalidProgramError, match=match):
         validate(G)
 

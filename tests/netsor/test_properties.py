@@ -11,41 +11,9 @@ from symscale.netsor import (LinComb, MatMul, NonLin, Program, Weight, run_finit
                              validate)
 from symscale.activations import activation
 
-ACTS = ["relu", "tanh", "erf", "gelu", "sin", "cos", "abs", "leaky_relu", "sigmoid", "softplus",
-        "silu", "step", "sign", "identity"]
+# the random-program strategy of the property suite (tests/properties/strategies.py)
+from properties.strategies import programs
 X = np.random.default_rng(0).standard_normal((3, 4))
-
-
-@st.composite
-def programs(draw):
-    p = Program()
-    gs = [p.embed(weight_var=draw(st.floats(0.5, 2.0)))]
-    if draw(st.booleans()):
-        gs.append(p.embed(weight="U2", weight_var=draw(st.floats(0.5, 2.0))))
-    hs, weights = [], []
-    for _ in range(draw(st.integers(1, 6))):
-        op = draw(st.sampled_from(["matmul", "nonlin", "lincomb", "nonlin2"]))
-        if op == "matmul":
-            if weights and draw(st.booleans()):
-                W = draw(st.sampled_from(weights))  # weight sharing
-            else:
-                W = p.weight(draw(st.floats(0.5, 2.0)))
-                weights.append(W)
-            gs.append(p.matmul(W, draw(st.sampled_from(gs + hs))))
-        elif op == "nonlin":
-            hs.append(p.nonlin(draw(st.sampled_from(ACTS)), draw(st.sampled_from(gs))))
-        elif op == "nonlin2":
-            a, b = draw(st.sampled_from(gs)), draw(st.sampled_from(gs))
-            hs.append(p.nonlin(draw(st.sampled_from(["x0 * x1", "tanh(x0) + x1", "x0 - x1"])),
-                               a, b))
-        else:
-            k = draw(st.integers(1, 3))
-            args = [draw(st.sampled_from(gs)) for _ in range(k)]
-            coeffs = [draw(st.floats(-1.5, 1.5)) for _ in range(k)]
-            if len(set(args)) == k:  # a vector fills one LinComb slot at most once here
-                gs.append(p.lincomb(coeffs, *args))
-    p.readout(draw(st.sampled_from(gs + hs)), var=draw(st.floats(0.5, 2.0)))
-    return p
 
 
 def _psd(K, tol):
