@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import symscale as ss
@@ -42,10 +42,15 @@ def test_normalized_ntk_is_a_correlation(rho, depth, act):
 
 
 @given(rho=st.lists(correlations, min_size=1, max_size=5), depth=st.integers(1, 300))
+@example(rho=[-1.0, 0.998046875], depth=62)  # found by a fresh-machine run
 def test_normalized_ntk_vectorized_equals_pointwise(rho, depth):
     vec = _quiet(normalized_ntk, np.array(rho), depth)
-    for r, v in zip(rho, vec):  # the same recursion: equal to a few units of round-off
-        assert _quiet(normalized_ntk, r, depth) == pytest.approx(v, rel=4e-16, abs=4e-16)
+    for r, v in zip(rho, vec):
+        # the same recursion, but numpy's SIMD arccos may round differently by array length
+        # (0.998046875 at depth 62 moved by 4.5 ulps next to -1.0): equal within the
+        # function's own round-off bound
+        value, err = _quiet(normalized_ntk, r, depth, return_error=True)
+        assert abs(value - v) <= err + 4 * np.finfo(float).eps, (r, depth, value, v, err)
 
 
 @given(rho=st.floats(-1.0, 1.0 - 1e-9), depth=st.integers(1, 150))
