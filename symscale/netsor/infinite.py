@@ -361,7 +361,11 @@ class _Engine:
         return value
 
     def _nonlin_mean(self, n):
-        f, par, params = self._function(n)
+        return self.spec_mean(n, self._function(n))
+
+    def spec_mean(self, n, spec):
+        """E[f(args(a))] (P,) for a spec (nonlinearity, G parents, kernel parameters)."""
+        f, par, params = spec
         if len(par) == 1 and isinstance(f, Activation):
             return np.asarray(gaussian_moment_numeric(f, 0.0, np.diag(self.cov(par[0], par[0]))))
         nodes, pos = _unique(par)

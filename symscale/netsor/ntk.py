@@ -31,54 +31,327 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import sympy as sp
 
 from ..activations import Activation
-from ..kernels.recursions import mlp_kernels, resnet_kernels
-from .data import duplicate_map, prepare_inputs
 from ..validation import check_bool, check_int
+from .data import duplicate_map, prepare_inputs
 from .finite import _nonfinite, simulate_network
-from .infinite import run_infinite
-from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
-                      Readout, _kinds, _parents, as_graph, topological_order, validate)
+from .infinite import _Engine
+from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul,
+                      MultiNonlinearity, NonLin, Readout, _kinds, _parents, as_graph,
+                      topological_order, validate)
 
 __all__ = ["infinite_ntk", "empirical_ntk"]
 
 
-def infinite_ntk(program, X) -> np.ndarray:
-    """Infinite-width NTK (P x P) of an mlp or resnet program.
+def infinite_ntk(program, X, *, readout: str | None = None) -> np.ndarray:
+    r"""Infinite-width NTK (P x P) of any Netsor program, derived from its graph.
+
+    The backward pass of the program runs at infinite width (the Tensor Programs II
+    construction): with the readout vector independent of everything else, every ``A^T``
+    of the backward pass acts as a fresh Gaussian matrix, so each backward vector is a sum of
+    terms ``M phi'(args) beta`` where ``phi'(args)`` is a forward function, ``M`` a
+    deterministic mixing across inputs (LayerNorm scales, attention weights) and ``beta`` a
+    backward Gaussian independent of the forward pass. The NTK is then the sum over parameter
+    tensors of ``var * E[Z^{dg}(a) Z^{dg'}(b)] * E[Z^h(a) Z^{h'}(b)]`` over every pair of uses
+    (``g = A h``, ``g' = A h'``; weight sharing as in an RNN adds the cross terms), plus the
+    readout's ``var E[Z^h Z^h] + bias_var``.
+
+    At infinite width the gradients through attention queries and keys (logits scaled by 1/n),
+    through LayerNorm's mean and variance, and through NetsorK kernel scalars vanish (they are
+    O(1/n) of the rest); :func:`empirical_ntk` keeps them at finite width.
+
+    Parameters
+    ----------
+    program : Program or networkx.DiGraph
+    X : array_like
+        As for :func:`~symscale.netsor.run_infinite`.
+    readout : str, optional
+        The output node (required when the program has several). A readout with ``dim > 1``
+        has this NTK for each of its outputs (independent outputs share no NTK at infinite
+        width).
+
+    Returns
+    -------
+    ndarray (P, P)
+        Equal inputs give equal rows and columns.
 
     Raises
     ------
-    NotImplementedError
-        The program was not built by ``mlp`` or ``resnet`` (a general program needs Netsor^T).
-    ValueError
-        The program was edited after building (its NNGP no longer matches the recursion).
+    TypeError, ValueError
+        Bad ``X`` or ``readout`` (named); :class:`~symscale.InvalidProgramError` for an invalid
+        program.
+    FloatingPointError, OverflowError
+        A kernel is NaN or beyond float64 (names the nodes), as in
+        :func:`~symscale.netsor.run_infinite`.
+
+    Examples
+    --------
+    >>> import numpy as np, symscale as ss
+    >>> from symscale.netsor import mlp, rnn, infinite_ntk
+    >>> X = np.array([[1.0, 0.0], [0.6, 0.8]])
+    >>> _, ntk = ss.mlp_kernels(X, 3, "relu", weight_var=2.0)
+    >>> bool(np.allclose(infinite_ntk(mlp(3, "relu", weight_var=2.0), X), ntk, rtol=1e-12))
+    True
+    >>> infinite_ntk(rnn(3, "tanh"), np.ones((2, 3, 2))).shape
+    (2, 2)
     """
     G = as_graph(program)
-    meta = getattr(program, "meta", {})
-    builder = meta.get("builder")
-    if builder not in ("mlp", "resnet"):
-        raise NotImplementedError(
-            "infinite_ntk knows the NTK recursions of programs built by mlp() and resnet(); a "
-            "general program needs the backward pass of Netsor^T (use empirical_ntk instead)")
     validate(G)
-    data, _ = prepare_inputs(G, X)  # checks X (names it) before the recursions see it
-    keys = {d["op"].data for _, d in G.nodes(data=True) if isinstance(d["op"], Embed)}
-    if len(keys) != 1:
-        raise ValueError(f"the program reads inputs {sorted(keys)}; an {builder} reads one")
-    X = data[keys.pop()]
-    kw = dict(activation=meta["activation"], weight_var=meta["weight_var"],
-              bias_var=meta["bias_var"])
-    if builder == "mlp":
-        nngp, ntk = mlp_kernels(X, meta["depth"], **kw)
+    out = _readout_node(G, readout)
+    data, P = prepare_inputs(G, X)
+    eng = _Engine(G, data, P)
+    with np.errstate(all="ignore"):  # non-finite blocks raise typed errors in the engines
+        theta = _Tangent(eng, out).ntk()
+    rep = duplicate_map(G, data, P)
+    return theta if rep is None else theta[np.ix_(rep, rep)]
+
+
+def _readout_node(G, name):
+    outs = [n for n, d in G.nodes(data=True) if isinstance(d["op"], Readout)]
+    if name is None:
+        if len(outs) != 1:
+            raise ValueError(f"the program has readouts {outs}; choose one with readout=")
+        return outs[0]
+    if not isinstance(name, str):
+        raise TypeError(f"readout must be a node name (str) or None, got {name!r}")
+    if name not in outs:
+        raise ValueError(f"readout must be one of the program's readouts {outs}, got {name!r}")
+    return name
+
+
+class _Tangent:
+    """The backward pass of a program at infinite width.
+
+    ``terms(x)`` writes ``Z^{dx}(a) = sum_terms sum_e M[a, e] f(e) Z^{src}(e)``, keyed by
+    (factor, src): the factor is ``None`` (1) or ``(c, i)``, the partial derivative of the
+    nonlinearity ``c`` in argument ``i``; the source is an atom (``("v", readout)``, the
+    readout vector, or ``("B", c)``, the fresh Gaussian ``A^T dZ^c`` of a MatMul c) or a
+    NonLin node (whose own expansion has no factors). ``M`` is a float (times the identity)
+    or a P x P matrix. ``back(x, y)`` is ``E[Z^{dx}(a) Z^{dy}(b)]``: forward factors and
+    backward sources are independent, so each pair of terms contributes
+    ``M (E[f f'] * Cov(src, src')) M'^T``.
+
+    Without attention, output a depends on input a only and these are P x P arrays. With
+    attention (``full``), the derivative of output a reaches every input b, and ``back`` is
+    the (P, P, P, P) array ``E[Z^{dx}(b; a) Z^{dy}(b'; a')]`` (input b, output a).
+    """
+
+    def __init__(self, eng, out):
+        self.eng, self.G, self.out = eng, eng.G, out
+        self.full = any(isinstance(d["op"], Attention) for _, d in self.G.nodes(data=True))
+        self._terms, self._back, self._factor, self._mean = {}, {}, {}, {}
+
+    def terms(self, x):
+        if isinstance(x, tuple):  # an atom is its own expansion
+            return {(None, x): 1.0}
+        if x in self._terms:
+            return self._terms[x]
+        acc = {}
+        for c in self.G.successors(x):
+            op, slots = self.eng.op(c), [s for s, p in self.eng.par[c].items() if p == x]
+            if isinstance(op, Readout):
+                if c == self.out:
+                    _add(acc, (None, ("v", c)), 1.0)
+            elif isinstance(op, MatMul):
+                _add(acc, (None, ("B", c)), 1.0)
+            elif isinstance(op, NonLin):
+                for s in slots:
+                    if isinstance(s, int):  # "k{j}" slots hold kernel scalars, not vectors
+                        _add(acc, ((c, s), c), 1.0)
+            elif isinstance(op, LinComb):
+                coef = sum(op.coefficients[s] for s in slots)
+                for key, M in self.terms(c).items():
+                    _add(acc, key, coef * M)
+            elif isinstance(op, (LayerNorm, Attention)) and ("value" in slots or
+                                                            isinstance(op, LayerNorm)):
+                mix = self.eng.mix(c)[0].T
+                for key, M in self.terms(c).items():
+                    _add(acc, key, mix * M if isinstance(M, float) else mix @ M)
+            # attention queries/keys and kernel scalars: O(1/n), nothing at infinite width
+        self._terms[x] = acc
+        return acc
+
+    def back(self, x, y):
+        """``E[Z^{dx}(a) Z^{dy}(b)]`` (P x P) or None when it is zero."""
+        key = (x, y)
+        if key in self._back:
+            return self._back[key]
+        if (y, x) in self._back:
+            out = self._back[(y, x)]
+            return None if out is None else (out.transpose(2, 3, 0, 1) if self.full else out.T)
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            out = self._atoms(x, y)
+        else:
+            out = None
+            for (fx, sx), Mx in self.terms(x).items():
+                for (fy, sy), My in self.terms(y).items():
+                    S = self.back(sx, sy)
+                    if S is None:
+                        continue
+                    F = self.factor(fx, fy)
+                    if F is not None:
+                        inner = F[:, None, :, None] * S if self.full else F * S
+                    else:
+                        inner = S
+                    part = _sandwich(Mx, inner, My, self.full)
+                    out = part if out is None else out + part
+            if out is not None:
+                out = self.eng.checked(_name(x), _name(y), out, "the backward kernel")
+        self._back[key] = out
+        return out
+
+    def _atoms(self, x, y):
+        if x[0] != y[0]:
+            return None
+        if x[0] == "v":  # sqrt(var) v at input e for output a: delta(e, a)
+            if x != y:
+                return None
+            var, P = self.eng.op(x[1]).var, self.eng.P
+            if self.full:
+                eye = np.eye(P)
+                return var * eye[:, :, None, None] * eye[None, None]
+            return np.full((P, P), var)
+        A, B = self.eng.par[x[1]]["A"], self.eng.par[y[1]]["A"]
+        if A != B:
+            return None
+        S = self.back(x[1], y[1])
+        return None if S is None else self.eng.op(A).var * S
+
+    def factor(self, fx, fy):
+        """``E[d_i phi_c(args(a)) d_j phi_c'(args'(b))]`` (None for the constant 1)."""
+        if fx is None and fy is None:
+            return None
+        if fx is None or fy is None:  # E[phi'(args(a))] times the constant 1
+            f = fx if fy is None else fy
+            if f not in self._mean:
+                name = _prime_name(f)
+                self._mean[f] = self.eng.checked(name, name, self.eng.spec_mean(
+                    name, self._spec(*f)), "the mean of the derivative")
+            m = self._mean[f]
+            return np.broadcast_to(m[None, :] if fx is None else m[:, None],
+                                   (self.eng.P, self.eng.P))
+        key = (fx, fy)
+        if key in self._factor:
+            return self._factor[key]
+        if (fy, fx) in self._factor:
+            return self._factor[(fy, fx)].T
+        (cx, ix), (cy, iy) = fx, fy
+        ex, ey = _prime_name(fx), _prime_name(fy)
+        out = self.eng.checked(ex, ey, self.eng._expectation(ex, ey, self._spec(cx, ix),
+                                                             self._spec(cy, iy)),
+                               "E[phi'(x) phi'(x')]")
+        self._factor[key] = out
+        return out
+
+    def _spec(self, c, i):
+        """(derivative nonlinearity, G parents, kernel parameters) of d phi_c / d x_i."""
+        fn, parents, params = self.eng._function(c)
+        if isinstance(fn, Activation):
+            return fn.derivative(), parents, params
+        d = sp.diff(fn.expr, sp.Symbol(f"x{i}", real=True))
+        return MultiNonlinearity(d, fn.arity, fn.n_params), parents, params
+
+    def ntk(self):
+        eng, G = self.eng, self.G
+        theta = None
+
+        def add(part):
+            nonlocal theta
+            theta = part if theta is None else theta + part
+
+        uses = {}
+        for n, d in G.nodes(data=True):
+            op = d["op"]
+            if isinstance(op, MatMul):
+                uses.setdefault(("A", eng.par[n]["A"]), []).append(n)
+            elif isinstance(op, Embed):
+                uses.setdefault(("U", op.weight), []).append(n)
+            elif isinstance(op, Bias):
+                S = self.back(n, n)
+                if S is not None:
+                    add(op.var * (S.sum(axis=(0, 2)) if self.full else S))
+        for (kind, name), nodes in uses.items():
+            for g1 in nodes:
+                for g2 in nodes:
+                    S = self.back(g1, g2)
+                    if S is None:
+                        continue
+                    if kind == "A":
+                        var = eng.op(name).var
+                        H = eng.moment(eng.par[g1][0], eng.par[g2][0])
+                    else:
+                        o1, o2 = eng.op(g1), eng.op(g2)
+                        x1, x2 = eng.data[o1.data], eng.data[o2.data]
+                        var, H = o1.weight_var, (x1 @ x2.T) / x1.shape[1]
+                    # sum over the inputs b, b' where the parameter meets the network
+                    add(var * (np.einsum("bafg,bf->ag", S, H) if self.full else S * H))
+        op = eng.op(self.out)
+        (h,) = eng.par[self.out].values()
+        add(op.var * eng.moment(h, h) + op.bias_var)
+        return eng.checked(self.out, self.out, theta, "the NTK")
+
+
+def _assemble_full(blocks, explicit):
+    """J J^T when every delta g[k, b, a] = d out(a) / d node[k, b] (a (1, P) left factor of
+    ones is the identity in (b, a)): J_a[k, m] = sum_b g[k, b, a] h[m, b]."""
+    def full(g, P):
+        return g if g.ndim == 3 else np.ones((1, 1, 1)) * np.eye(P)[None]
+
+    if explicit:
+        columns = []
+        for scale, pairs in blocks:
+            J = sum(np.einsum("kba,mb->akm", full(g, h.shape[1]), h) for g, h in pairs)
+            columns.append(math.sqrt(scale) * J.reshape(J.shape[0], -1))
+        J = np.concatenate(columns, axis=1)
+        return J @ J.T
+    total = 0.0
+    for scale, pairs in blocks:
+        for g1, h1 in pairs:
+            for g2, h2 in pairs:
+                P = h1.shape[1]
+                g1f, g2f = full(g1, P), full(g2, P)
+                T = np.einsum("bc,kcd->kbd", h1.T @ h2, g2f)      # O(k P^3), not O(k P^4)
+                total = total + scale * (g1f.reshape(-1, P).T @ T.reshape(-1, P))
+    return total
+
+
+def _prime_name(f):
+    c, i = f
+    return f"d{c}/d{i}"
+
+
+def _name(x):
+    return x if not isinstance(x, tuple) else f"{x[0]}[{x[1]}]"
+
+
+def _add(acc, key, M):
+    """acc[key] += M, where a float M stands for M times the identity."""
+    if key not in acc:
+        acc[key] = M
+        return
+    old = acc[key]
+    if isinstance(old, float) and isinstance(M, float):
+        acc[key] = old + M
+    elif isinstance(old, float):
+        acc[key] = M + old * np.eye(M.shape[0])
+    elif isinstance(M, float):
+        acc[key] = old + M * np.eye(old.shape[0])
     else:
-        nngp, ntk = resnet_kernels(X, meta["depth"], branch_scale=meta["branch_scale"], **kw)
-    check = run_infinite(G, data).output()
-    if not np.allclose(check, nngp, rtol=1e-10, atol=1e-12 * np.abs(nngp).max()):
-        raise ValueError(f"the program no longer matches its {builder} metadata (its NNGP "
-                         "differs from the recursion); was it edited after building?")
-    rep = duplicate_map(G, data, X.shape[0])
-    return ntk if rep is None else ntk[np.ix_(rep, rep)]
+        acc[key] = old + M
+
+
+def _sandwich(L, S, R, full=False):
+    """L S R^T for L, R floats (times the identity) or matrices; with ``full``, L and R act
+    on the input axes 0 and 2 of a (P, P, P, P) array."""
+    if full:
+        out = L * S if isinstance(L, float) else np.einsum("be,eafg->bafg", L, S)
+        return out * R if isinstance(R, float) else np.einsum("eafg,hf->eahg", out, R)
+    out = S if isinstance(L, float) and L == 1.0 else (L * S if isinstance(L, float) else L @ S)
+    if isinstance(R, float):
+        return out if R == 1.0 else out * R
+    return out @ R.T
 
 
 def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
@@ -111,10 +384,6 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     outs = [n for n, d in G.nodes(data=True) if isinstance(d["op"], Readout)]
     if len(outs) != 1 or G.nodes[outs[0]]["op"].dim != 1:
         raise ValueError("empirical_ntk needs exactly one readout with dim = 1")
-    for node, d in G.nodes(data=True):
-        if isinstance(d["op"], (LayerNorm, Attention, Kernel)):
-            raise NotImplementedError(f"node {node!r}: the empirical NTK does not differentiate "
-                                      "LayerNorm, attention or kernel scalars yet")
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
     par = {n: _parents(G, n) for n in G.nodes}
@@ -134,31 +403,80 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
 
 
 def _backward(G, order, par, kind, net, n, P):
-    """delta[node] = d output / d node value, (n x P) for every vector node."""
-    delta = {node: np.zeros((n, P)) for node in order if kind[node] in ("G", "H")}
+    """delta[node] = d output / d node value: (n x P) for vectors, (P,) for kernel scalars.
+
+    Exact at finite width, including the paths through LayerNorm's mean and variance and
+    NetsorK kernel scalars. Without attention, output a depends on input a only, so one
+    (n x P) array holds every derivative; with attention (mixing across inputs), each array
+    gets a last axis for the output: ``delta[node][i, b, a] = d out(a) / d node[i, b]``.
+    """
+    full = any(isinstance(G.nodes[v]["op"], Attention) for v in order)
+    extra = (P,) if full else ()
+    delta = {node: np.zeros((n, P) + extra) for node in order if kind[node] in ("G", "H")}
+    delta.update({node: np.zeros((P,) + extra) for node in order if kind[node] == "K"})
+
+    def fwd(v):  # a forward (n x P) value against a delta
+        return v[..., None] if full else v
+
     for node in reversed(order):
         op = G.nodes[node]["op"]
         p = par[node]
         if isinstance(op, Readout):
-            delta[p[0]] += math.sqrt(op.var / n) * net.readouts[node][0][:, None]
+            v = math.sqrt(op.var / n) * net.readouts[node][0]
+            delta[p[0]] += v[:, None, None] * np.eye(P) if full else v[:, None]
         elif isinstance(op, NonLin):
-            d = delta[node]
-            if isinstance(op.fn, Activation):
-                delta[p[0]] += op.fn.derivative()(net.values[p[0]]) * d
-            else:
-                args = [net.values[p[i]] for i in range(op.arity)]
-                for i in range(op.arity):
-                    with np.errstate(all="ignore"):
-                        partial = np.broadcast_to(np.asarray(op.fn.derivative(i)(*args),
-                                                             dtype=float), d.shape)
-                    delta[p[i]] += partial * d
+            _backward_nonlin(op, p, net, delta, delta[node], fwd)
         elif isinstance(op, LinComb):
             for i, c in enumerate(op.coefficients):
                 delta[p[i]] += c * delta[node]
         elif isinstance(op, MatMul):
             W = net.weights[p["A"]]
-            delta[p[0]] += (W if op.transpose else W.T) @ delta[node]
+            d = delta[node]
+            delta[p[0]] += ((W if op.transpose else W.T) @ d.reshape(n, -1)).reshape(d.shape)
+        elif isinstance(op, Kernel):  # k(a) = <h(a), h'(a)> / n
+            d = delta[node][None] / n
+            delta[p[0]] += d * fwd(net.values[p[1]])
+            delta[p[1]] += d * fwd(net.values[p[0]])
+        elif isinstance(op, LayerNorm):
+            h, y, d = fwd(net.values[p[0]]), fwd(net.values[node]), delta[node]
+            centred = h - h.mean(axis=0)
+            s = np.sqrt(np.mean(centred * centred, axis=0) + op.eps)
+            delta[p[0]] += (d - d.mean(axis=0) - y * np.mean(d * y, axis=0)) / s
+        elif isinstance(op, Attention):
+            _attention_backward(op, p, net, delta, delta[node], n)
     return delta
+
+
+def _backward_nonlin(op, p, net, delta, d, fwd):
+    if isinstance(op.fn, Activation):
+        delta[p[0]] += fwd(op.fn.derivative()(net.values[p[0]])) * d
+        return
+    args = [net.values[p[i]] for i in range(op.arity)]
+    args += [net.values[p[f"k{j}"]] for j in range(op.n_params)]
+    for i in range(op.arity + op.n_params):
+        with np.errstate(all="ignore"):
+            partial = np.broadcast_to(np.asarray(op.fn.derivative(i)(*args), dtype=float),
+                                      args[0].shape)
+        if i < op.arity:
+            delta[p[i]] += fwd(partial) * d
+        else:  # a kernel scalar: one value per input
+            delta[p[f"k{i - op.arity}"]] += np.sum(fwd(partial) * d, axis=0)
+
+
+def _attention_backward(op, p, net, delta, d, n):
+    """o(a) = sum_b S[a, b] v(b) with S = softmax_b(scale <q(a), k(b)> / n); d[i, a, c] is
+    d out(c) / d o[i, a]."""
+    q, k, v = (net.values[p[s]] for s in ("query", "key", "value"))
+    logits = op.scale * (q.T @ k) / n
+    if op.causal:
+        logits[np.triu_indices(logits.shape[0], 1)] = -np.inf
+    S = np.exp(logits - logits.max(axis=1, keepdims=True))
+    S /= S.sum(axis=1, keepdims=True)
+    delta[p["value"]] += np.einsum("iac,ab->ibc", d, S)
+    dS = np.einsum("iac,ib->abc", d, v)                              # d out(c) / d S[a, b]
+    dlogits = S[..., None] * (dS - np.einsum("ab,abc->ac", S, dS)[:, None]) * (op.scale / n)
+    delta[p["query"]] += np.einsum("abc,ib->iac", dlogits, k)
+    delta[p["key"]] += np.einsum("abc,ia->ibc", dlogits, q)
 
 
 def _assemble(G, par, net, delta, data, n, explicit):
@@ -171,9 +489,9 @@ def _assemble(G, par, net, delta, data, n, explicit):
         if isinstance(op, MatMul):
             A = p["A"]
             var = G.nodes[A]["op"].var
+            # d(A^T h)/dA is the transpose of d(A h)/dA; no program uses A both ways, so the
+            # Gram of the flattened gradients is the same either way
             g, h = (delta[node], net.values[p[0]])
-            if op.transpose:
-                g, h = h, g  # d(A^T h)/dA pairs h with delta the other way round
             groups.setdefault(("A", A), (var / n, []))[1].append((g, h))
         elif isinstance(op, Embed):
             x = data[op.data].T
@@ -187,6 +505,8 @@ def _assemble(G, par, net, delta, data, n, explicit):
             groups[("beta", node)] = (op.bias_var, [(np.ones((1, h.shape[1])),
                                                      np.ones((1, h.shape[1])))])
     blocks = list(groups.values())
+    if next(iter(delta.values())).ndim == 3:  # with attention: outputs on a last axis
+        return _assemble_full(blocks, explicit)
     if explicit:
         columns = []
         for scale, pairs in blocks:

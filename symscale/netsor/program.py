@@ -118,9 +118,9 @@ class MultiNonlinearity:
         return _lambdify_multi(self.expr, self.arity, self.n_params)
 
     def derivative(self, i: int):
-        """Evaluator of the partial derivative in vector argument i (cached)."""
-        return _lambdify_multi(sp.diff(self.expr, sp.Symbol(f"x{i}", real=True)), self.arity,
-                               self.n_params)
+        """Evaluator of the partial derivative in argument i (cached): the vector arguments
+        ``x0 .. x{k-1}`` first, then the scalar parameters ``k0 ..`` (i = arity + j)."""
+        return _lambdify_multi(sp.diff(self.expr, self.symbols[i]), self.arity, self.n_params)
 
 
 def _multi_symbols(arity, n_params):

@@ -111,7 +111,7 @@ def test_builders_agree_with_the_kernel_recursions(builder, act, depth, w, b, X)
     scale = np.abs(nngp).max()
     np.testing.assert_allclose(out, nngp, rtol=1e-8, atol=1e-11 * scale)
     theta = infinite_ntk(p, X)
-    np.testing.assert_allclose(theta, ntk, rtol=1e-10, atol=1e-12 * np.abs(ntk).max())
+    np.testing.assert_allclose(theta, ntk, rtol=1e-12, atol=1e-13 * np.abs(ntk).max())
     assert_psd(theta, what="infinite_ntk")
 
 
