@@ -167,7 +167,7 @@ def _feature_movement(section, quick):
     import matplotlib.pyplot as plt
 
     from symscale.deep_ntk import NTKMLP, feature_movement, linearized_movement, train_gd
-    from symscale.testing import fit_loglog_slope
+    from symscale.metrics import fit_loglog_slope
 
     d = 10
     rng = np.random.default_rng(2024)

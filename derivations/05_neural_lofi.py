@@ -19,7 +19,8 @@ from symscale.lofi import (HierarchicalTeacher, LoFi, LoFiKernel, emergence_swee
                            spectral_filter, variational_check)
 from symscale.lofi.comparison import compare, first_layer_filters
 from symscale.lofi.emergence import bulk_edge, signed_covariance
-from symscale.testing import fit_loglog_slope, seeded_rng
+from symscale.metrics import fit_loglog_slope
+from symscale.testing import seeded_rng
 
 TITLE = "Neural LoFi: spectral feature learning and feature emergence"
 

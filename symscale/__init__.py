@@ -24,6 +24,7 @@ from .formula import CheckReport, Formula, Variable
 from .gaussian import gaussian_expectation, gaussian_moments
 from .hermite import HermiteExpansion, MehlerSeries, hermite_coefficients, mehler_series
 from .kernels import (
+    Kernel,
     check_dual_kernel,
     dual_kernel,
     dual_kernel_numeric,
@@ -59,6 +60,7 @@ __all__ = [
     "check_dual_kernel",
     "mlp_kernels",
     "resnet_kernels",
+    "Kernel",
     "gaussian_moment",
     "gaussian_moment_numeric",
     "__version__",

@@ -18,10 +18,10 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from .metrics.rates import SlopeFit, fit_loglog_slope  # the one log-log fit, re-exported
 
 __all__ = [
     "seeded_rng",
@@ -83,42 +83,6 @@ def assert_mc_close(samples=None, expected=0.0, *, mean=None, stderr=None,
             f"{label + ': ' if label else ''}Monte Carlo estimate {est!r} differs from "
             f"{expected!r} by z = {z:+.2f} standard errors (allowed {n_sigma})"
         )
-
-
-@dataclass(frozen=True)
-class SlopeFit:
-    """Least-squares fit of log(y) = intercept + slope * log(x) with a confidence interval."""
-
-    slope: float
-    intercept: float
-    stderr: float
-    ci: tuple[float, float]
-    level: float
-
-
-def fit_loglog_slope(x, y, *, level: float = 0.95) -> SlopeFit:
-    """Fit a power law ``y ~ C x^slope`` by least squares in log-log coordinates.
-
-    The interval is Student-t on ``len(x) - 2`` degrees of freedom (infinite-free when the fit is
-    exact).
-    """
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
-        raise ValueError("x and y must be 1-D of equal length >= 3")
-    if np.any(x <= 0) or np.any(y <= 0) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
-        raise ValueError("x and y must be finite and positive for a log-log fit")
-    lx, ly = np.log(x), np.log(y)
-    A = np.vstack([np.ones_like(lx), lx]).T
-    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
-    resid = ly - A @ coef
-    dof = x.size - 2
-    s2 = float(resid @ resid) / dof
-    cov = s2 * np.linalg.inv(A.T @ A)
-    se = math.sqrt(max(cov[1, 1], 0.0))
-    half = stats.t.ppf(0.5 + level / 2, dof) * se
-    slope = float(coef[1])
-    return SlopeFit(slope, float(coef[0]), se, (slope - half, slope + half), level)
 
 
 def assert_slope(x, y, expected: float, *, margin: float | None = None,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..testing import fit_loglog_slope
+from ..metrics.rates import fit_loglog_slope
 from ..validation import check_bool, check_int
 from .mlp import RandomMLP, ground_truth
 from .propagate import VARIANTS, propagate

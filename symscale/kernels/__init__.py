@@ -6,6 +6,7 @@ non-centred u).
 """
 
 from .dual import KERNEL_VARIABLES, dual_kernel, q11, q12, q22
+from .kernel import Kernel
 from .moments import gaussian_moment, gaussian_moment_numeric
 from .numeric import (
     check_covariance,
@@ -17,6 +18,7 @@ from .numeric import (
 from .recursions import input_kernel, mlp_kernels, resnet_kernels
 
 __all__ = [
+    "Kernel",
     "dual_kernel",
     "dual_kernel_numeric",
     "check_dual_kernel",

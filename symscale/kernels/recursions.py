@@ -75,15 +75,15 @@ def input_kernel(X, weight_var: float = 1.0, bias_var: float = 0.0) -> np.ndarra
     return K
 
 
-def _check_X(X) -> np.ndarray:
-    arr = check_array(X, "X", finite=False, copy=False)
+def _check_X(X, name="X") -> np.ndarray:
+    arr = check_array(X, name, finite=False, copy=False)
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"X must be a P x d array with P, d >= 1, got shape {arr.shape}")
-    return check_finite(arr, "X", error=DomainError)
+        raise ValueError(f"{name} must be a P x d array with P, d >= 1, got shape {arr.shape}")
+    return check_finite(arr, name, error=DomainError)
 
 
 def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,
-                bias_var: float = 0.0, ntk: bool = True):
+                bias_var: float = 0.0, ntk: bool = True, *, X2=None):
     """NNGP and NTK of a fully connected network with ``depth`` nonlinearities.
 
     Parameters
@@ -98,11 +98,15 @@ def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,
         ``w > 0`` and ``b >= 0`` of the NTK parameterization (He/critical ReLU: ``w = 2``).
     ntk : bool
         Also compute the NTK (otherwise the second result is None).
+    X2 : array_like, shape (P2, d), optional
+        A second input set: the results are then the P x P2 cross-kernels between X and X2
+        (equal to that block of the kernels of the stacked inputs, at P P2 instead of
+        (P + P2)^2 / 2 entries per layer).
 
     Returns
     -------
     (nngp, ntk) : (ndarray, ndarray or None)
-        P x P kernels of the output. Variances that shrink with depth (GELU, SiLU at
+        P x P (or P x P2) kernels of the output. Variances that shrink with depth (GELU, SiLU at
         ``w = 1``) are followed down to the smallest float64 numbers and then to 0; a zero
         variance (a zero input without bias) is a point mass, so sign/step kernels stay PSD.
 
@@ -128,31 +132,67 @@ def mlp_kernels(X, depth: int, activation="relu", weight_var: float = 1.0,
     are outside ``[2**-400, 2**400]`` take the layer-by-layer path instead (products of two
     variances would under- or overflow).
     """
+    nngp, theta, _ = _mlp(X, X2, depth, activation, weight_var, bias_var, ntk)
+    return nngp, theta
+
+
+#: the paths a recursion can take (reported by :func:`symscale.netsor.kernel_fn`)
+PATH_FUSED, PATH_LAYERS = "two-slope fused", "layer by layer"
+
+
+def _mlp(X, X2, depth, activation, weight_var, bias_var, ntk):
+    """(nngp, ntk, path) of :func:`mlp_kernels`; with X2, the P1 x P2 cross-kernels."""
     act = as_activation(activation)
     depth = check_int(depth, "depth", low=0)
     ntk = check_bool(ntk, "ntk")
-    sigma = input_kernel(X, weight_var, bias_var)
+    sigma, diags = _input_pair(X, X2, weight_var, bias_var)
     weight_var, bias_var = float(weight_var), float(bias_var)
     f = act.family
     if depth == 0:
-        return sigma, (sigma.copy() if ntk else None)
-    diag = np.diag(sigma)
+        return sigma, (sigma.copy() if ntk else None), PATH_LAYERS
+    diag = np.diag(sigma) if diags is None else np.concatenate(diags)
     if (isinstance(f, fam.TwoSlope) and all(c.is_number for c in (f.a, f.b))
             and np.all((diag == 0) | ((diag > _FUSED_LO) & (diag < _FUSED_HI)))):
         with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_output
-            nngp, theta = _two_slope_mlp(sigma, depth, float(f.a), float(f.b), weight_var,
-                                         bias_var, ntk)
-        _check_output("mlp_kernels", act, None, depth, nngp, theta)
-        return nngp, theta
+            nngp, theta = _two_slope_mlp(sigma, diags, depth, float(f.a), float(f.b),
+                                         weight_var, bias_var, ntk)
+        _check_output("mlp_kernels", act, None, depth, nngp, theta, diags is not None)
+        return nngp, theta, PATH_FUSED
     theta = sigma.copy() if ntk else None
     for layer in range(1, depth + 1):
-        v, vdot = _layer(act, sigma, ntk, "mlp_kernels", layer, depth)
+        (v, vdot), d = _layer_pair(act, sigma, diags, ntk, "mlp_kernels", layer, depth)
         with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_output
             if ntk:
-                theta = _symmetrize(weight_var * (v + vdot * theta) + bias_var)
-            sigma = _symmetrize(weight_var * v + bias_var)
-        _check_output("mlp_kernels", act, layer, depth, sigma, theta)
-    return sigma, theta
+                theta = _symmetrize(weight_var * (v + vdot * theta) + bias_var, diags)
+            sigma = _symmetrize(weight_var * v + bias_var, diags)
+            if diags is not None:
+                diags = tuple(weight_var * vd + bias_var for vd in d)
+        _check_output("mlp_kernels", act, layer, depth, sigma, theta, diags is not None)
+    return sigma, theta, PATH_LAYERS
+
+
+def _input_pair(X, X2, weight_var, bias_var):
+    """(input Gram, None) for one set; (cross-kernel, (diag 1, diag 2)) for two."""
+    if X2 is None:
+        return input_kernel(X, weight_var, bias_var), None
+    weight_var = check_real(weight_var, "weight_var", low=0, low_open=True)
+    bias_var = check_real(bias_var, "bias_var", low=0)
+    X, X2 = _check_X(X), _check_X(X2, "X2")
+    if X2.shape[1] != X.shape[1]:
+        raise ValueError(f"X2 must have the d = {X.shape[1]} features of X, got shape "
+                         f"{X2.shape}")
+    scale = weight_var / X.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        C = X @ X2.T
+        C *= scale
+        C += bias_var
+        diags = tuple(np.einsum("ij,ij->i", Z, Z) * scale + bias_var for Z in (X, X2))
+    if not all(_finite(d) for d in diags):  # Cauchy-Schwarz: the diagonals bound C
+        raise OverflowError(
+            f"weight_var * X X2^T / d overflows float64 (largest |X|, |X2| entries "
+            f"{float(np.abs(X).max())!r}, {float(np.abs(X2).max())!r}, "
+            f"weight_var={weight_var!r}); rescale X and X2")
+    return C, diags
 
 
 #: the fused two-slope recursion forms products of two variances: keep them in range
@@ -164,44 +204,51 @@ def _finite(a) -> bool:
     return bool(np.isfinite(a).all())
 
 
-def _check_output(where, act, layer, depth, nngp, ntk):
+def _check_output(where, act, layer, depth, nngp, ntk, rect=False):
     """OverflowError naming the layer when a kernel left float64 (never return inf/NaN).
 
     The kernels are PSD, |K_ij| <= sqrt(K_ii K_jj), so a finite diagonal bounds every entry
-    (and an inf - inf NaN needs an inf first): O(P), not a pass over P x P per layer."""
+    (and an inf - inf NaN needs an inf first): O(P), not a pass over P x P per layer. A
+    cross-kernel (``rect``) has no diagonal of its own and is checked whole."""
     at = f"within depth {depth}" if layer is None else f"at layer {layer} of depth {depth}"
     for name, K in (("NNGP", nngp), ("NTK", ntk)):
-        if K is not None and not _finite(np.diagonal(K)):
+        if K is not None and not _finite(K if rect else np.diagonal(K)):
             raise OverflowError(
                 f"{where}: the {name} of {act.label} overflows float64 {at}; reduce depth or "
                 "weight_var, or rescale X"
             )
 
 
-def _two_slope_mlp(sigma, depth, a, b, w, bias, ntk):
-    """The fused recursion for phi = a min(x, 0) + b max(x, 0) on the packed upper triangle."""
-    P = sigma.shape[0]
-    starts = np.concatenate([[0], np.cumsum(np.arange(P, 0, -1))])  # row i: starts[i]..
+def _two_slope_mlp(sigma, diags, depth, a, b, w, bias, ntk):
+    """The fused recursion for phi = a min(x, 0) + b max(x, 0).
+
+    A Gram matrix runs on its packed upper triangle; a cross-kernel (``diags`` = the variances
+    of both input sets) on its flat entries followed by the two diagonals, which evolve as
+    diagonal entries do (so every entry sees the numbers it would see in the joint Gram).
+    """
     k1, k2 = (b - a) ** 2 / (2 * np.pi), (a * a + b * b) / 2
     e1 = (a * b - k2) / np.pi  # V'(theta) = k2 + e1 * theta
+    if diags is None:
+        P = sigma.shape[0]
+        starts = np.concatenate([[0], np.cumsum(np.arange(P, 0, -1))])  # row i: starts[i]..
+        layout = _Packed(sigma, starts)
+    else:
+        layout = _Rect(sigma, *diags)
     if bias == 0:
-        return _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts)
-    diag = starts[:-1]
-    c = np.concatenate([sigma[i, i:] for i in range(P)])  # packed Sigma
+        return _two_slope_correlations(layout, depth, k1, k2, e1, w, ntk)
+    c = layout.pack()
     th = c.copy() if ntk else None  # packed Theta
     gap, angle, v = (np.empty_like(c) for _ in range(3))
     cand = None
     exponent = 0  # (Sigma, Theta, b) -> 2**-e (Sigma, Theta, b) is exact (phi is homogeneous)
     for _ in range(depth):
-        d = c[diag]
-        top = float(d.max())
+        top = float(layout.diagonal(c).max())
         if not _FUSED_LO < top < _FUSED_HI and 0 < top < np.inf:  # keep q_ii q_jj in range
             e = int(np.frexp(top)[1])
             c = np.ldexp(c, -e)
             th = None if th is None else np.ldexp(th, -e)
-            bias, exponent, d = math.ldexp(bias, -e), exponent + e, c[diag]
-        for i in range(P):  # q_ii q_jj, row by row (a gather over 2M indices is far slower)
-            np.multiply(d[i], d[i:], out=gap[starts[i]:starts[i + 1]])
+            bias, exponent = math.ldexp(bias, -e), exponent + e
+        layout.fill_gap(gap, c)  # q_ii q_jj
         np.multiply(c, c, out=v)
         if cand is None:  # near-duplicates: few, so testing them at every layer costs nothing
             cand = np.flatnonzero(v >= gap * (1 - _CANDIDATE))
@@ -227,7 +274,76 @@ def _two_slope_mlp(sigma, depth, a, b, w, bias, ntk):
     if exponent:
         c = np.ldexp(c, exponent)
         th = None if th is None else np.ldexp(th, exponent)
-    return _unpack(c, starts), (_unpack(th, starts) if ntk else None)
+    return layout.unpack(c), (layout.unpack(th) if ntk else None)
+
+
+class _Packed:
+    """A symmetric P x P kernel as its upper triangle packed by rows."""
+
+    def __init__(self, sigma, starts):
+        self.sigma, self.starts = sigma, starts
+        self.diag = starts[:-1]
+
+    def pack(self):
+        return np.concatenate([self.sigma[i, i:] for i in range(self.sigma.shape[0])])
+
+    def unpack(self, packed):
+        return _unpack(packed, self.starts)
+
+    def diagonal(self, c):
+        return c[self.diag]
+
+    def fill_gap(self, gap, c):
+        d, s = c[self.diag], self.starts
+        for i in range(len(d)):  # row by row (a gather over 2M indices is far slower)
+            np.multiply(d[i], d[i:], out=gap[s[i]:s[i + 1]])
+
+    def variances(self):
+        d = np.diagonal(self.sigma)
+        return d, d
+
+    def correlations(self, inv1, inv2):
+        rho = np.concatenate([self.sigma[i, i:] * (inv1[i] * inv2[i:])
+                              for i in range(self.sigma.shape[0])])
+        rho[self.diag] = np.where(inv1 > 0, 1.0, 0.0)
+        return rho
+
+    def locate(self, cand):
+        """(row, column) of packed entries."""
+        i = np.searchsorted(self.starts, cand, side="right") - 1
+        return i, i + (cand - self.starts[i])
+
+
+class _Rect:
+    """A P1 x P2 cross-kernel, flat, followed by the variances of both input sets."""
+
+    def __init__(self, cross, d1, d2):
+        self.sigma, self.d1, self.d2 = cross, d1, d2
+        self.n = cross.size
+
+    def pack(self):
+        return np.concatenate([self.sigma.ravel(), self.d1, self.d2])
+
+    def unpack(self, flat):
+        return flat[:self.n].reshape(self.sigma.shape).copy()
+
+    def diagonal(self, c):
+        return c[self.n:]
+
+    def fill_gap(self, gap, c):
+        P1 = self.d1.size
+        d1, d2 = c[self.n:self.n + P1], c[self.n + P1:]
+        np.multiply.outer(d1, d2, out=gap[:self.n].reshape(self.sigma.shape))
+        np.multiply(c[self.n:], c[self.n:], out=gap[self.n:])
+
+    def variances(self):
+        return self.d1, self.d2
+
+    def correlations(self, inv1, inv2):
+        return (self.sigma * np.multiply.outer(inv1, inv2)).ravel()
+
+    def locate(self, cand):
+        return np.divmod(cand, self.sigma.shape[1])
 
 
 #: pairs whose input correlation has 1 - rho**2 below this are checked for collinearity at
@@ -235,7 +351,7 @@ def _two_slope_mlp(sigma, depth, a, b, w, bias, ntk):
 _CANDIDATE = 1e-8
 
 
-def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=32768):
+def _two_slope_correlations(layout, depth, k1, k2, e1, w, ntk, block=32768):
     """Bias-free two-slope networks in correlation form (no outer products per layer).
 
     phi is positively homogeneous, so with s_i = sqrt(Sigma_ii), rho = Sigma_ij / (s_i s_j) and
@@ -244,12 +360,9 @@ def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=3276
     ``tau' = rho' + (1 + (e1/k2) theta) tau``, while s_i grows by sqrt(w k2) per layer. At
     rho = 1 both maps give exactly 1 (duplicate inputs and the diagonal stay exact).
     """
-    P = sigma.shape[0]
-    sd = np.sqrt(np.diag(sigma))
-    inv = np.divide(1.0, sd, out=np.zeros_like(sd), where=sd > 0)
-    rho = np.concatenate([sigma[i, i:] * (inv[i] * inv[i:]) for i in range(P)])
-    for i in range(P):
-        rho[starts[i]] = 1.0 if sd[i] > 0 else 0.0
+    sds = [np.sqrt(d) for d in layout.variances()]
+    invs = [np.divide(1.0, sd, out=np.zeros_like(sd), where=sd > 0) for sd in sds]
+    rho = layout.correlations(*invs)
     tau = np.empty_like(rho) if ntk else None  # filled at layer 0 (depth >= 1 here)
     r, e = k1 / k2, e1 / k2
     buf = np.empty((3, min(block, rho.size)))
@@ -258,7 +371,7 @@ def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=3276
             p = rho[s0:s0 + block]
             gap, theta, tmp = (x[: p.size] for x in buf)
             if layer == 0:  # while the block is in cache
-                _snap_correlations(p, s0, sigma, starts, tmp)
+                _snap_correlations(p, s0, layout, tmp)
                 if ntk:
                     tau[s0:s0 + block] = p
             np.subtract(1.0, p, out=gap)
@@ -276,18 +389,18 @@ def _two_slope_correlations(sigma, depth, k1, k2, e1, w, ntk, starts, block=3276
                 theta += 1.0
                 t *= theta
                 t += p
-    sd = sd * np.sqrt(w * k2) ** depth
-    scale = np.multiply.outer(sd, sd)
-    nngp = _unpack(rho, starts)
+    growth = np.sqrt(w * k2) ** depth
+    scale = np.multiply.outer(sds[0] * growth, sds[1] * growth)
+    nngp = layout.unpack(rho)
     nngp *= scale
     if not ntk:
         return nngp, None
-    theta = _unpack(tau, starts)
+    theta = layout.unpack(tau)
     theta *= scale
     return nngp, theta
 
 
-def _snap_correlations(p, s0, sigma, starts, tmp):
+def _snap_correlations(p, s0, layout, tmp):
     """Clip and snap, in place, the block ``p`` (packed entries s0...) of the correlations.
 
     Collinear inputs (duplicates, x and -x) get rho = +-1 exactly, as in the bias path: the
@@ -301,11 +414,10 @@ def _snap_correlations(p, s0, sigma, starts, tmp):
     if not local.size:
         return
     p[local] = np.clip(p[local], -1.0, 1.0)
-    cand = local + s0
-    i = np.searchsorted(starts, cand, side="right") - 1
-    j = i + (cand - starts[i])
-    s_ij, d = sigma[i, j], np.diagonal(sigma)
-    prod = d[i] * d[j]
+    i, j = layout.locate(local + s0)
+    d1, d2 = layout.variances()
+    s_ij = layout.sigma[i, j]
+    prod = d1[i] * d2[j]
     line = (prod - s_ij * s_ij <= _COLLINEAR * prod) & (prod > 0)
     p[local[line]] = np.sign(s_ij[line])
 
@@ -332,7 +444,8 @@ def _mirror_upper(K, block=128):
 
 
 def resnet_kernels(X, depth: int, activation="relu", branch_scale: float = 1.0,
-                   weight_var: float = 1.0, bias_var: float = 0.0, ntk: bool = True):
+                   weight_var: float = 1.0, bias_var: float = 0.0, ntk: bool = True, *,
+                   X2=None):
     """NNGP and NTK of the residual network of :func:`symscale.netsor.resnet`.
 
     ``depth`` residual blocks ``r <- r + branch_scale * (W phi(r) + b)``, then the readout.
@@ -351,6 +464,8 @@ def resnet_kernels(X, depth: int, activation="relu", branch_scale: float = 1.0,
         ``w > 0`` and ``b >= 0``, as in :func:`mlp_kernels`.
     ntk : bool
         Also compute the NTK (otherwise the second result is None).
+    X2 : array_like, shape (P2, d), optional
+        A second input set: P x P2 cross-kernels, as in :func:`mlp_kernels`.
 
     Returns
     -------
@@ -361,50 +476,67 @@ def resnet_kernels(X, depth: int, activation="relu", branch_scale: float = 1.0,
     TypeError, ValueError, OverflowError
         As in :func:`mlp_kernels`; ``branch_scale`` must be a finite real number.
     """
+    nngp, theta, _ = _resnet(X, X2, depth, activation, branch_scale, weight_var, bias_var, ntk)
+    return nngp, theta
+
+
+def _resnet(X, X2, depth, activation, branch_scale, weight_var, bias_var, ntk):
+    """(nngp, ntk, path) of :func:`resnet_kernels`; with X2, the cross-kernels."""
     act = as_activation(activation)
     depth = check_int(depth, "depth", low=0)
     ntk = check_bool(ntk, "ntk")
     beta2 = check_real(branch_scale, "branch_scale") ** 2
-    K = input_kernel(X, weight_var, bias_var)
+    K, diags = _input_pair(X, X2, weight_var, bias_var)
     weight_var, bias_var = float(weight_var), float(bias_var)
+    rect = diags is not None
     theta = K.copy() if ntk else None
     for layer in range(1, depth + 1):
-        v, vdot = _layer(act, K, ntk, "resnet_kernels", layer, depth)
+        (v, vdot), d = _layer_pair(act, K, diags, ntk, "resnet_kernels", layer, depth)
         with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_output
             branch = weight_var * v + bias_var
             if ntk:
-                theta = _symmetrize(theta + beta2 * (branch + weight_var * vdot * theta))
-            K = _symmetrize(K + beta2 * branch)
-        _check_output("resnet_kernels", act, layer, depth, K, theta)
+                theta = _symmetrize(theta + beta2 * (branch + weight_var * vdot * theta), diags)
+            K = _symmetrize(K + beta2 * branch, diags)
+            if rect:
+                diags = tuple(q + beta2 * (weight_var * vd + bias_var) for q, vd in zip(diags, d))
+        _check_output("resnet_kernels", act, layer, depth, K, theta, rect)
     with np.errstate(over="ignore", invalid="ignore"):
         out = weight_var * K + bias_var
         out_ntk = out + weight_var * theta if ntk else None
-    _check_output("resnet_kernels", act, depth, depth, out, out_ntk)
-    return out, out_ntk
+    _check_output("resnet_kernels", act, depth, depth, out, out_ntk, rect)
+    return out, out_ntk, PATH_LAYERS
 
 
-def _layer(act, sigma, ntk, where, layer, depth):
-    """(V_phi(Sigma), V_phi'(Sigma)) entrywise; errors name the layer, not q11/q12/q22."""
-    d = np.diag(sigma).copy()
+def _layer_pair(act, sigma, diags, ntk, where, layer, depth):
+    """((V, V') of the kernel, (V of diagonal 1, V of diagonal 2) or None)."""
+    if diags is None:
+        d = np.diag(sigma).copy()
+        return _layer(act, d[:, None], sigma, d[None, :], ntk, where, layer, depth), None
+    d1, d2 = diags
+    out = _layer(act, d1[:, None], sigma, d2[None, :], ntk, where, layer, depth)
+    return out, tuple(_layer(act, d, d, d, False, where, layer, depth)[0] for d in diags)
+
+
+def _layer(act, q11, q12, q22, ntk, where, layer, depth):
+    """(V_phi, V_phi') entrywise; errors name the layer, not q11/q12/q22."""
     # Sigma is PSD by construction; only round-off (subnormal variances after hundreds of
     # shrinking layers) can put |Sigma_ij| above sqrt(Sigma_ii Sigma_jj): project it back
-    sd = np.sqrt(d)
-    bound = np.multiply.outer(sd, sd)
+    bound = np.sqrt(q11) * np.sqrt(q22)
     bound *= 1 + 4 * np.finfo(float).eps  # never lowers an exact Sigma_ij = Sigma_ii = Sigma_jj
-    sigma = np.clip(sigma, -bound, bound)
+    sigma = np.clip(q12, -bound, bound)
+    top = max(float(np.max(q11)), float(np.max(q22)))
     try:
-        v = dual_kernel_numeric(act, d[:, None], sigma, d[None, :])
-        vdot = dual_kernel_numeric(act, d[:, None], sigma, d[None, :], derivative=True) \
-            if ntk else None
+        v = dual_kernel_numeric(act, q11, sigma, q22)
+        vdot = dual_kernel_numeric(act, q11, sigma, q22, derivative=True) if ntk else None
     except OverflowError:
         raise OverflowError(
             f"{where}: the kernel of {act.label} overflows float64 at layer {layer} of depth "
-            f"{depth} (largest variance {float(d.max())!r}); reduce depth or weight_var"
+            f"{depth} (largest variance {top!r}); reduce depth or weight_var"
         ) from None
     except FloatingPointError:
         raise FloatingPointError(
             f"{where}: the kernel of {act.label} is NaN at layer {layer} of depth {depth} "
-            f"(largest variance {float(d.max())!r})"
+            f"(largest variance {top!r})"
         ) from None
     except DomainError:  # not reachable after the projection above; a numerical fault
         raise FloatingPointError(
@@ -414,7 +546,10 @@ def _layer(act, sigma, ntk, where, layer, depth):
     return np.asarray(v), (None if vdot is None else np.asarray(vdot))
 
 
-def _symmetrize(K):
+def _symmetrize(K, diags=None):
+    """(K + K^T) / 2 in place for a Gram matrix; a cross-kernel (``diags``) is left alone."""
+    if diags is not None:
+        return K
     K += K.T
     K *= 0.5
     return K

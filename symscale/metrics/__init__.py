@@ -20,7 +20,7 @@ True
 """
 
 from .gaussian import GaussianSample, gaussian_w2, relative_frobenius, sample_gaussian
-from .rates import NoiseFloor, RateFit, fit_rate, noise_floor
+from .rates import NoiseFloor, RateFit, SlopeFit, fit_loglog_slope, fit_rate, noise_floor
 from .wasserstein import projections, sliced_wasserstein, wasserstein_1d
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "GaussianSample",
     "fit_rate",
     "RateFit",
+    "fit_loglog_slope",
+    "SlopeFit",
     "noise_floor",
     "NoiseFloor",
 ]

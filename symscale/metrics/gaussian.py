@@ -27,18 +27,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._deprecation import deprecated_names
+from ..linalg import PSD_RTOL, psd_sqrt_from_eigh
 from ..validation import check_array, check_finite, check_int, check_seed
 from .wasserstein import _exponent, _max_abs, _unscale
 
 __all__ = ["gaussian_w2", "relative_frobenius", "sample_gaussian", "GaussianSample"]
 
-#: Relative asymmetry ``max|C - C^T| / max|C|`` accepted as round-off.
-SYMMETRY_RTOL = 1e-10
-#: :func:`gaussian_w2` accepts eigenvalues down to ``-PSD_RTOL * max|eigenvalue|``.
-PSD_RTOL = 1e-10
-#: :func:`sample_gaussian` rejects a kernel whose smallest eigenvalue is below
-#: ``-INDEFINITE_RTOL * max|eigenvalue|`` (clearly indefinite, not round-off).
-INDEFINITE_RTOL = 1e-8
+#: Relative asymmetry ``max|C - C^T| / max|C|`` accepted as round-off: the one tolerance of
+#: :mod:`symscale.linalg`, which also bounds negative eigenvalues (``-PSD_RTOL * max|eig|``).
+SYMMETRY_RTOL = PSD_RTOL
+__getattr__ = deprecated_names(__name__, {
+    "INDEFINITE_RTOL": ("symscale.linalg.PSD_RTOL (one tolerance for every PSD check)",
+                        lambda: PSD_RTOL)})
 #: Diagonal jitters tried by :func:`sample_gaussian`, in units of ``trace(cov) / P``.
 JITTER_LADDER = (1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6)
 
@@ -106,8 +107,7 @@ def _psd_sqrt(c: np.ndarray, name: str, e: int = 0) -> tuple[np.ndarray, float]:
     if w[0] < -PSD_RTOL * max(abs(w[0]), abs(w[-1])):
         raise ValueError(f"{name} must be positive semi-definite, got smallest eigenvalue "
                          f"{math.ldexp(w[0], 2 * e):.6g} (largest {math.ldexp(w[-1], 2 * e):.6g})")
-    np.maximum(w, 0.0, out=w)
-    return (V * np.sqrt(w)) @ V.T, float(w.sum())
+    return psd_sqrt_from_eigh(w, V), float(np.maximum(w, 0.0).sum())
 
 
 def gaussian_w2(mean1, cov1, mean2, cov2) -> float:
@@ -240,7 +240,7 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
     cov : array_like, shape (P, P)
         Covariance (the kernel Gram matrix): symmetric up to relative :data:`SYMMETRY_RTOL`, and
         not clearly indefinite (smallest eigenvalue at least
-        ``-INDEFINITE_RTOL * max|eigenvalue|``).
+        ``-PSD_RTOL * max|eigenvalue|``).
     n : int
         Number of draws (>= 1).
     seed : int, SeedSequence or Generator
@@ -310,9 +310,9 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
 
     w, V = np.linalg.eigh(c)
     top = max(abs(w[0]), abs(w[-1]))
-    if w[0] < -INDEFINITE_RTOL * top:
+    if w[0] < -PSD_RTOL * top:
         raise ValueError(f"cov must be positive semi-definite, got smallest eigenvalue "
-                         f"{math.ldexp(w[0], 2 * e):.6g} < -{INDEFINITE_RTOL:g} * "
+                         f"{math.ldexp(w[0], 2 * e):.6g} < -{PSD_RTOL:g} * "
                          f"{math.ldexp(top, 2 * e):.6g}")
 
     if jitter is None:

@@ -6,15 +6,17 @@ See :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.nets
 :mod:`~symscale.netsor.ntk`.
 """
 
+from .._deprecation import deprecated_names
 from .builders import attention_block, layernorm_mlp, mlp, resnet, rnn
 from .finite import FiniteRun, run_finite
 from .infinite import InfiniteRun, run_infinite
+from .kernel_fn import KernelFn, kernel_fn
 from .ntk import empirical_ntk, infinite_ntk
 from .program import (
     Attention,
     Bias,
     Embed,
-    Kernel,
+    KernelScalar,
     LayerNorm,
     LinComb,
     MatMul,
@@ -32,8 +34,12 @@ from .program import (
 from .symbolic import symbolic_kernel
 
 __all__ = [
-    "Program", "Embed", "Kernel", "Bias", "Weight", "MatMul", "NonLin", "MultiNonlinearity", "LinComb",
+    "Program", "Embed", "KernelScalar", "Bias", "Weight", "MatMul", "NonLin", "MultiNonlinearity", "LinComb",
     "LayerNorm", "Attention", "Readout", "validate", "kinds", "to_dot", "to_graphml", "draw",
     "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
     "run_infinite", "InfiniteRun", "symbolic_kernel", "infinite_ntk", "empirical_ntk",
+    "kernel_fn", "KernelFn",
 ]
+
+__getattr__ = deprecated_names(__name__, {"Kernel": ("symscale.netsor.KernelScalar",
+                                                     lambda: KernelScalar)})

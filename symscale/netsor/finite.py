@@ -40,9 +40,10 @@ import numpy as np
 from tqdm import tqdm
 
 from ..activations import Activation
+from ..linalg import softmax
 from ..validation import check_bool, check_int
 from .data import duplicate_map, prepare_inputs
-from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, NonLin,
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, NonLin,
                       Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
 
 __all__ = ["run_finite", "FiniteRun", "simulate_network", "Network", "RevealedGaussian"]
@@ -62,7 +63,7 @@ class FiniteRun:
         Vector node -> (n_networks, P, P) empirical Gram ``h^T h / n``.
     width : int
     scalars : dict
-        Kernel node -> (n_networks, P) values of ``<h(a), h'(a)>/n``.
+        KernelScalar node -> (n_networks, P) values of ``<h(a), h'(a)>/n``.
     """
 
     outputs: np.ndarray
@@ -247,7 +248,7 @@ def simulate_network(G, order, par, data, n, rng, conditional: bool = False,
         if node in values:
             what = "the value" if not isinstance(op, NonLin) else f"{op.label} of its arguments"
             _nonfinite(node, what, values[node], n)
-            if on_vector is not None and values[node].ndim == 2:  # not a Kernel scalar
+            if on_vector is not None and values[node].ndim == 2:  # not a KernelScalar scalar
                 on_vector(node, values[node])
         else:
             _nonfinite(node, "the readout", outs[node], n)
@@ -283,7 +284,7 @@ def _simulate_node(node, op, p, G, data, n, P, rng, conditional, weights, embeds
     elif isinstance(op, NonLin):
         values[node] = _apply_nonlin(op, [values[p[i]] for i in range(op.arity)]
                                      + [values[p[f"k{j}"]] for j in range(op.n_params)])
-    elif isinstance(op, Kernel):
+    elif isinstance(op, KernelScalar):
         values[node] = np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / n
     elif isinstance(op, LinComb):
         values[node] = sum(c * values[p[i]] for i, c in enumerate(op.coefficients))
@@ -293,12 +294,7 @@ def _simulate_node(node, op, p, G, data, n, P, rng, conditional, weights, embeds
         q, k, v = (values[p[s]] for s in ("query", "key", "value"))
         logits = op.scale * (q.T @ k) / n
         _nonfinite(node, "the attention logits scale <q, k>/n", logits, n)
-        if op.causal:
-            logits[np.triu_indices(P, 1)] = -np.inf
-        logits -= logits.max(axis=1, keepdims=True)
-        weights_att = np.exp(logits)
-        weights_att /= weights_att.sum(axis=1, keepdims=True)
-        values[node] = v @ weights_att.T
+        values[node] = v @ softmax(logits, causal=op.causal).T
     elif isinstance(op, Readout):
         h = values[p[0]]
         v = rng.standard_normal((op.dim, n))

@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..activations import Activation, activation
-from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_hermite
 from ..kernels.moments import gaussian_moment_numeric
+from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_hermite
+from ..linalg import psd_factor, softmax
 from .data import duplicate_map, prepare_inputs
-from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul, Readout,
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, Readout,
                       Weight, _kinds, _parents, as_graph, readout, topological_order, validate)
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
@@ -70,7 +71,7 @@ class InfiniteRun:
         ``(node, node')`` -> standard error of entries computed by Monte Carlo (only present when
         a joint dimension exceeded :data:`MAX_QUADRATURE_DIM`).
     scalars : dict
-        Kernel node -> (P,) limits of ``<h(a), h'(a)>/n``.
+        KernelScalar node -> (P,) limits of ``<h(a), h'(a)>/n``.
     """
 
     kernels: dict
@@ -135,7 +136,7 @@ def run_infinite(program, X) -> InfiniteRun:
             op = G.nodes[node]["op"]
             if isinstance(op, Weight):
                 continue
-            if isinstance(op, Kernel):
+            if isinstance(op, KernelScalar):
                 scalars[node] = eng.scalar(node)
                 continue
             if isinstance(op, Readout):
@@ -245,13 +246,13 @@ class _Engine:
             logits = self.checked(n, n, op.scale * self.moment(self.par[n]["query"],
                                                                self.par[n]["key"]),
                                   "the attention logits scale <q, k>/n")
-            out = (_softmax(logits, op.causal), np.zeros(self.P))
+            out = (softmax(logits, causal=op.causal), np.zeros(self.P))
         self._mix[n] = out
         return out
 
     # -- moments of vectors -------------------------------------------------------------------
     def scalar(self, n):
-        """Limit (P,) of a Kernel variable: E[Z^h(a) Z^{h'}(a)]."""
+        """Limit (P,) of a KernelScalar variable: E[Z^h(a) Z^{h'}(a)]."""
         p = self.par[n]
         return np.diag(self.moment(p[0], p[1])).copy()
 
@@ -408,13 +409,6 @@ def _apply(fn, z, params=None):
         return np.broadcast_to(np.asarray(fn.numpy()(*args), dtype=float), z.shape[:-1])
 
 
-def _psd_factor(C):
-    """L with L L^T = C for a stack of PSD matrices (eigen-decomposition, negatives clipped)."""
-    C = (C + np.swapaxes(C, -1, -2)) / 2
-    w, V = np.linalg.eigh(C)
-    return V * np.sqrt(np.maximum(w, 0.0))[..., None, :]
-
-
 def _gaussian_expectation(func, C, rng):
     """E[func(z, idx)] for z ~ N(0, C[idx]) over a stack of covariances C (..., D, D).
 
@@ -422,7 +416,7 @@ def _gaussian_expectation(func, C, rng):
     with MC_SAMPLES draws beyond; returns (value, stderr or None).
     """
     D = C.shape[-1]
-    L = _psd_factor(C)
+    L = psd_factor(C)
     if D <= MAX_QUADRATURE_DIM:
         deg = max(6, min(48, int(40000 ** (1.0 / D))))
         z, w = gauss_hermite(deg)
@@ -441,13 +435,4 @@ def _gaussian_expectation(func, C, rng):
         vals[idx], ses[idx] = s.mean(), s.std(ddof=1) / math.sqrt(MC_SAMPLES)
     return vals, ses
 
-
-def _softmax(logits, causal):
-    L = np.array(logits, dtype=float)
-    if causal:
-        L[np.triu_indices(L.shape[0], 1)] = -np.inf
-    L -= L.max(axis=1, keepdims=True)
-    np.exp(L, out=L)
-    L /= L.sum(axis=1, keepdims=True)
-    return L
 

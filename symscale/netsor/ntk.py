@@ -1,14 +1,15 @@
 r"""Neural tangent kernels of Netsor programs: infinite width and finite width.
 
-* :func:`infinite_ntk` for programs built by :func:`~symscale.netsor.mlp` and
-  :func:`~symscale.netsor.resnet` (their NTK recursions, :func:`symscale.mlp_kernels` and
-  :func:`symscale.resnet_kernels`), after checking that the program's NNGP from
-  :func:`~symscale.netsor.run_infinite` matches the recursion's (so an edited program is
-  refused instead of silently mislabelled).
+* :func:`infinite_ntk` of any valid program, derived from its graph: the backward pass at
+  infinite width (Tensor Programs II), where every ``A^T`` acts as a fresh Gaussian matrix
+  and the NTK sums ``var E[dg dg'] E[h h']`` over every parameter tensor and every pair of its
+  uses. For programs built by :func:`~symscale.netsor.mlp` and :func:`~symscale.netsor.resnet`
+  it equals :func:`symscale.mlp_kernels` / :func:`symscale.resnet_kernels` (tests: 1e-12).
 * :func:`empirical_ntk`: the finite-width NTK ``J J^T`` of the same networks
   :func:`~symscale.netsor.run_finite` samples, in the NTK parameterization (every parameter is a
   standard normal and the variances scale the forward pass). The Jacobian is computed by
-  reverse mode through the program graph; its Gram matrix is assembled per parameter block as
+  reverse mode through the program graph (every op, LayerNorm, attention and kernel scalars
+  included); its Gram matrix is assembled per parameter block as
   ``sum_{uses i, j} (delta_i(a) . delta_j(b)) (h_i(a) . h_j(b)) var / fan_in``, which equals
   ``J J^T`` exactly without storing J (``explicit=True`` forms J itself, for checking).
 
@@ -34,11 +35,12 @@ import numpy as np
 import sympy as sp
 
 from ..activations import Activation
+from ..linalg import softmax
 from ..validation import check_bool, check_int
 from .data import duplicate_map, prepare_inputs
 from .finite import _nonfinite, simulate_network
 from .infinite import _Engine
-from .program import (Attention, Bias, Embed, Kernel, LayerNorm, LinComb, MatMul,
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul,
                       MultiNonlinearity, NonLin, Readout, _kinds, _parents, as_graph,
                       topological_order, validate)
 
@@ -433,7 +435,7 @@ def _backward(G, order, par, kind, net, n, P):
             W = net.weights[p["A"]]
             d = delta[node]
             delta[p[0]] += ((W if op.transpose else W.T) @ d.reshape(n, -1)).reshape(d.shape)
-        elif isinstance(op, Kernel):  # k(a) = <h(a), h'(a)> / n
+        elif isinstance(op, KernelScalar):  # k(a) = <h(a), h'(a)> / n
             d = delta[node][None] / n
             delta[p[0]] += d * fwd(net.values[p[1]])
             delta[p[1]] += d * fwd(net.values[p[0]])
@@ -467,11 +469,7 @@ def _attention_backward(op, p, net, delta, d, n):
     """o(a) = sum_b S[a, b] v(b) with S = softmax_b(scale <q(a), k(b)> / n); d[i, a, c] is
     d out(c) / d o[i, a]."""
     q, k, v = (net.values[p[s]] for s in ("query", "key", "value"))
-    logits = op.scale * (q.T @ k) / n
-    if op.causal:
-        logits[np.triu_indices(logits.shape[0], 1)] = -np.inf
-    S = np.exp(logits - logits.max(axis=1, keepdims=True))
-    S /= S.sum(axis=1, keepdims=True)
+    S = softmax(op.scale * (q.T @ k) / n, causal=op.causal)
     delta[p["value"]] += np.einsum("iac,ab->ibc", d, S)
     dS = np.einsum("iac,ib->abc", d, v)                              # d out(c) / d S[a, b]
     dlogits = S[..., None] * (dS - np.einsum("ab,abc->ac", S, dS)[:, None]) * (op.scale / n)

@@ -14,7 +14,7 @@ Variables (Tensor Programs I, arXiv:1910.12478, and NetsorK):
   :class:`Bias` (a vector shared by all inputs), :class:`MatMul` outputs, :class:`LinComb` of G's,
   and :class:`LayerNorm` / :class:`Attention` applied to a G.
 * **H** — everything else: :class:`NonLin` images of G's (G is a subset of H).
-* NetsorK: scalar :class:`Kernel` variables ``<h, h'>/n`` that parameterize nonlinearities
+* NetsorK: scalar :class:`KernelScalar` variables ``<h, h'>/n`` that parameterize nonlinearities
   (``p.nonlin("x0 / sqrt(k0)", g, kernels=[p.kernel(g)])`` is RMS normalization),
   :class:`LayerNorm` (empirical mean and variance over the n coordinates) and
   :class:`Attention` (softmax of 1/n-scaled logits <q_a, k_b>/n across the P inputs, which play
@@ -48,15 +48,19 @@ import numpy as np
 import sympy as sp
 
 from .._symbolic import parse_expression
+from .._deprecation import deprecated_names
 from ..activations import Activation, activation
 from ..errors import InvalidProgramError
 from ..validation import check_bool, check_int, check_real
 
 __all__ = [
     "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "LinComb", "LayerNorm", "Attention",
-    "Readout", "Kernel", "validate", "as_graph", "kinds", "topological_order", "to_dot",
+    "Readout", "KernelScalar", "validate", "as_graph", "kinds", "topological_order", "to_dot",
     "to_graphml", "draw", "MultiNonlinearity",
 ]
+
+# the NetsorK scalar was called Kernel; that name is now the kernel result (symscale.Kernel)
+__getattr__ = deprecated_names(__name__, {"Kernel": ("KernelScalar", lambda: KernelScalar)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,7 +103,7 @@ class MatMul:
 @dataclass(frozen=True)
 class MultiNonlinearity:
     """A nonlinearity given as a sympy expression in vector arguments ``x0 .. x{k-1}`` and
-    (NetsorK) scalar parameters ``k0 .. k{m-1}`` filled by :class:`Kernel` variables."""
+    (NetsorK) scalar parameters ``k0 .. k{m-1}`` filled by :class:`KernelScalar` variables."""
 
     expr: sp.Expr
     arity: int
@@ -156,7 +160,7 @@ class NonLin:
 
 
 @dataclass(frozen=True)
-class Kernel:
+class KernelScalar:
     """NetsorK scalar kernel variable: ``<h, h'>/n`` per input (parents in slots 0 and 1).
 
     It becomes deterministic at infinite width (``E[Z^h(a) Z^{h'}(a)]``) and can only be used as
@@ -198,7 +202,7 @@ class Readout:
     dim: int = 1
 
 
-_VECTOR_OPS = (Embed, Bias, MatMul, NonLin, LinComb, LayerNorm, Attention, Kernel)
+_VECTOR_OPS = (Embed, Bias, MatMul, NonLin, LinComb, LayerNorm, Attention, KernelScalar)
 _SLOTS = {
     MatMul: {"A", 0},
     Attention: {"query", "key", "value"},
@@ -292,8 +296,8 @@ class Program:
         :meth:`kernel` nodes), scalar parameters ``k0, k1, ...``."""
         node = self._name(name, "h")
         if isinstance(kernels, str):  # one name, not a sequence of one-letter names
-            raise TypeError(f"node {node!r}: kernels must be a sequence of Kernel node names, "
-                            f"got {kernels!r}")
+            raise TypeError(f"node {node!r}: kernels must be a sequence of kernel node names "
+                            f"(KernelScalar), got {kernels!r}")
         kernels = tuple(kernels)
         fn = _as_nonlinearity(fn, len(args), params, len(kernels))
         return self._add(node, None, NonLin(fn), [(a, i) for i, a in enumerate(args)]
@@ -302,7 +306,7 @@ class Program:
     def kernel(self, h: str, h2: str | None = None, *, name: str | None = None) -> str:
         """Scalar kernel variable ``<h, h2>/n`` (``h2 = h`` by default)."""
         node = self._name(name, "k")
-        return self._add(node, None, Kernel(), [(h, 0), (h if h2 is None else h2, 1)])
+        return self._add(node, None, KernelScalar(), [(h, 0), (h if h2 is None else h2, 1)])
 
     def lincomb(self, coefficients, *args: str, name: str | None = None) -> str:
         """``sum_i c_i g_i``: one finite coefficient per argument."""
@@ -536,7 +540,7 @@ def _kinds_one(op, par, kind):
         return "G"
     if isinstance(op, NonLin):
         return "H"
-    if isinstance(op, Kernel):
+    if isinstance(op, KernelScalar):
         return "K"
     if isinstance(op, LayerNorm):
         return kind[par[0]]
@@ -597,9 +601,9 @@ def _check_node(G, node, op, par, kind, transposed):
         for i in range(op.arity):
             need(i, {"G"}, "a G-variable (NonLin acts on Gaussian vectors)")
         for slot in kslots:
-            need(slot, {"K"}, "a scalar Kernel variable")
+            need(slot, {"K"}, "a scalar kernel variable (KernelScalar)")
         return
-    if isinstance(op, Kernel):
+    if isinstance(op, KernelScalar):
         _expect(node, par, (0, 1))
         need(0, {"G", "H"}, "a vector")
         need(1, {"G", "H"}, "a vector")

@@ -33,6 +33,7 @@ from ..errors import NoClosedFormError
 from ..expressions import as_expression
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
+from ..linalg import psd_factor
 from .infinite import _Engine
 from .program import (Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, _kinds, _parents,
                       as_graph, readout, validate)
@@ -173,14 +174,9 @@ def _sampler(G, h, readout):
             fn, parent = None, h
         else:
             fn, parent = G.nodes[h]["op"].fn, _parents(G, h)[0]
-        z = rng.standard_normal((n, 2)) @ _psd_sqrt(eng.cov(parent, parent)).T
+        z = rng.standard_normal((n, 2)) @ psd_factor(eng.cov(parent, parent)).T
         vals = z if fn is None else fn(z)
         return readout.var * vals[:, 0] * vals[:, 1] + readout.bias_var
 
     return sampler
 
-
-def _psd_sqrt(C):
-    """L with L L^T = C (eigen-decomposition with negative round-off clipped)."""
-    w, V = np.linalg.eigh((C + C.T) / 2)
-    return V * np.sqrt(np.maximum(w, 0.0))

@@ -10,12 +10,13 @@ from .linear import (LinearEvidence, LinearModel, deep_linear_evidence, deep_lin
 from .sde import (CorrelationSDE, ExplosionCriterion, correlation_sde, diffusion, drift,
                   explosion_criterion, nu)
 from .shaping import Shaped, shaped, shaped_relu, taylor_at_zero
-from .simulate import (PathMean, Paths, PathStatisticWarning, check_psd, finite_width_chain,
-                       finite_width_network, psd_sqrt, simulate_correlation_sde, simulate_sde)
+from .._deprecation import deprecated_names
+from .simulate import (PathMean, Paths, PathStatisticWarning, finite_width_chain,
+                       finite_width_network, simulate_correlation_sde, simulate_sde)
 
 __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "drift", "nu", "diffusion",
            "correlation_sde", "explosion_criterion", "CorrelationSDE", "ExplosionCriterion",
-           "Paths", "PathMean", "PathStatisticWarning", "check_psd", "psd_sqrt",
+           "Paths", "PathMean", "PathStatisticWarning",
            "finite_width_chain", "finite_width_network", "simulate_sde", "simulate_correlation_sde",
            "gram_symbols", "generator",
            "generator_numeric", "carre_du_champ", "log_gaussian_likelihood", "partition_function",
@@ -24,3 +25,13 @@ __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "drift", "nu", "
            "deep_linear_prior", "relu_deep_prior",
            "deep_linear_evidence", "posterior_scale", "predictive_density", "meijer_g0m",
            "log_meijer_g0m", "LinearEvidence", "LinearModel", "large_depth_log_evidence"]
+
+
+def _linalg(name):
+    from .. import linalg
+
+    return lambda: getattr(linalg, name)
+
+
+__getattr__ = deprecated_names(__name__, {n: (f"symscale.linalg.{n}", _linalg(n))
+                                          for n in ("check_psd", "psd_sqrt")})

@@ -44,7 +44,8 @@ from ..kernels.numeric import dual_kernel_numeric
 from ..validation import check_array, check_choice, check_int, check_real, check_seed
 from .sde import Vaa, Vab, Vbb, c_minus, c_plus, drift
 from .shaping import Shaped
-from .simulate import check_psd, finite_width_chain, psd_sqrt, simulate_sde
+from ..linalg import check_psd, psd_sqrt
+from .simulate import finite_width_chain, simulate_sde
 
 __all__ = ["gram_symbols", "generator", "generator_numeric", "carre_du_champ",
            "log_gaussian_likelihood", "partition_function", "evidence_first_order",

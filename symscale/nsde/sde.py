@@ -36,6 +36,7 @@ from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
+from ..linalg import psd_sqrt
 from ..validation import check_int, check_real
 from .shaping import Shaped, taylor_at_zero
 
@@ -428,8 +429,7 @@ def _chain_step_sampler(act, params, stat):
         V0 = np.array([[v1, r0 * math.sqrt(v1 * v2)], [r0 * math.sqrt(v1 * v2), v2]])
         d = np.diag(V0)
         EV1 = s.weight_var * dual_kernel_numeric(s.activation, d[:, None], V0, d[None, :])
-        w, U = np.linalg.eigh(V0)
-        S = (U * np.sqrt(np.maximum(w, 0))) @ U.T
+        S = psd_sqrt(V0)
         grad = np.array([-r0 / (2 * v1), 1 / math.sqrt(v1 * v2), -r0 / (2 * v2)])
         out = np.empty(k)
         for start in range(0, k, 64):

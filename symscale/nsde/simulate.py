@@ -34,16 +34,16 @@ import numpy as np
 from tqdm import tqdm
 
 from ..activations import as_activation
-from ..formula import Formula
 from ..errors import PathStatisticWarning
+from ..formula import Formula
+from ..linalg import PSD_RTOL, check_psd, psd_sqrt, psd_sqrt_from_eigh
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
                           check_real, check_seed)
 from .sde import Vaa, Vab, Vbb, correlation_sde, drift
 from .shaping import Shaped
 
 __all__ = ["Paths", "PathMean", "PathStatisticWarning", "finite_width_chain",
-           "finite_width_network", "simulate_sde", "simulate_correlation_sde", "psd_sqrt",
-           "check_psd"]
+           "finite_width_network", "simulate_sde", "simulate_correlation_sde"]
 
 
 class PathMean(tuple):
@@ -182,51 +182,6 @@ class Paths:
 # validation and linear algebra
 
 
-def check_psd(V0, name: str = "V0") -> np.ndarray:
-    """A symmetric PSD P x P float64 matrix, or TypeError/ValueError naming ``name``."""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {name!r}")
-    V = check_array(V0, name)
-    if V.ndim != 2 or V.shape[0] != V.shape[1] or V.shape[0] < 1:
-        raise ValueError(f"{name} must be a square matrix, got shape {V.shape}")
-    scale = max(np.abs(V).max(), 1e-300)
-    if np.abs(V - V.T).max() > 1e-12 * scale:
-        raise ValueError(f"{name} must be symmetric, got {V.tolist()}")
-    w = np.linalg.eigvalsh((V + V.T) / 2)
-    if w.min() < -1e-12 * scale:
-        raise ValueError(f"{name} must be positive semi-definite, got eigenvalues {w.tolist()}")
-    return (V + V.T) / 2
-
-
-def psd_sqrt(V):
-    """Symmetric square roots of a stack (..., P, P) of symmetric matrices (negative eigenvalues
-    -> 0)."""
-    V = check_array(V, "V")
-    if V.ndim < 2 or V.shape[-1] != V.shape[-2]:
-        raise ValueError(f"V must be a stack of square matrices (..., P, P), got shape {V.shape}")
-    return _psd_sqrt(V)
-
-
-def _psd_sqrt(V):
-    w, U = np.linalg.eigh(V)
-    return _sqrt_from_eigh(w, U)
-
-
-def _sqrt_from_eigh(w, U, scale=None):
-    """U sqrt(w) U^T with eigenvalues at round-off level of the largest set to 0: their sign
-    is noise, and sqrt(1e-17) = 3e-9 would make duplicate inputs differ (rank-one V).
-
-    ``scale`` (one per matrix), if larger than the largest eigenvalue, is the magnitude the
-    matrix was computed from (a simulated path that shrank): its round-off sets the level.
-    """
-    top = np.abs(w).max(axis=-1)
-    if scale is not None:
-        top = np.maximum(top, scale)
-    tol = w.shape[-1] * np.finfo(float).eps * top[..., None]
-    root = np.sqrt(np.where(w > tol, w, 0.0))
-    return (U * root[..., None, :]) @ np.swapaxes(U, -1, -2)
-
-
 def _count(v, name, low):
     return check_int(v, name, low=low)
 
@@ -285,7 +240,7 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
     Paths
         ``t = depth / n``.
     """
-    V0 = check_psd(V0)
+    V0 = check_psd(V0, "V0")
     phi, c, n = _network_spec(act, n, weight_var)
     depth = _count(depth, "depth", 0)
     n_chains = _count(n_chains, "n_chains", 1)
@@ -298,7 +253,7 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
     saved = []
     for layer in tqdm(range(depth), disable=not progress, desc="layers"):
         live = ~bad
-        S = _psd_sqrt(V[live])
+        S = psd_sqrt(V[live])
         Z = rng.standard_normal((int(live.sum()), n, P)) @ S
         with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
             H = phi(Z)
@@ -415,7 +370,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
     Paths
         Exploded (non-finite or beyond ``explode_at``) and non-PSD paths are frozen and flagged.
     """
-    V0 = check_psd(V0)
+    V0 = check_psd(V0, "V0")
     t = check_real(t, "t", low=0.0)
     dt = _positive(dt, "dt")
     n_paths = _count(n_paths, "n_paths", 1)
@@ -451,7 +406,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         w, U = np.linalg.eigh(Vl)
         scale = np.maximum(np.abs(w).max(axis=1), 1e-300)
         peak[live] = np.maximum(peak[live], scale)
-        outside = w[:, 0] < -1e-10 * scale
+        outside = w[:, 0] < -PSD_RTOL * scale
         if scheme == "psd" and outside.any():
             # S W S is PSD, but + b dt leaves the cone where V is singular (b vanishes on its
             # null space to first order only): the excursion is O(dt^2), within the scheme's
@@ -465,7 +420,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
             live, Vl, w, U = live[~outside], Vl[~outside], w[~outside], U[~outside]
         if step == steps:
             break  # the last pass only checks the final states
-        S = _sqrt_from_eigh(w, U, peak[live])
+        S = psd_sqrt_from_eigh(w, U, peak[live])
         drift_dt = b(Vl) * dt
         if scheme == "euler":
             G = rng.standard_normal((live.size, P, P))

@@ -127,3 +127,57 @@ def test_duplicate_inputs_stay_exact(bias_var):
     nngp, ntk = mlp_kernels(Xd, 30, "relu", weight_var=2.0, bias_var=bias_var)
     assert abs(nngp[0, 3] - nngp[0, 0]) <= 1e-15 * nngp[0, 0]
     assert abs(ntk[0, 3] - ntk[0, 0]) <= 1e-14 * ntk[0, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# cross-kernels between two input sets
+
+
+def _cross_sets(scale):
+    rng = np.random.default_rng(11)
+    X1, X2 = rng.standard_normal((7, 5)), rng.standard_normal((6, 5))
+    X2[0] = X1[1]                  # duplicate across the sets
+    X2[1] = -3.0 * X1[2]           # anti-collinear
+    X2[2] = X1[3] * (1 + 1e-9)     # nearly collinear (snapped in both layouts alike)
+    X2[3] = 0.0                    # zero input
+    return scale * X1, scale * X2
+
+
+_CROSS_CASES = [(w, a, b, s) for w in ("mlp", "resnet") for b in (0.0, 0.3)
+                for a in ("relu", "leaky_relu", "abs", "tanh", "gelu", "sign")
+                for s in ((1.0, 1e150, 1e-150) if a in ("relu", "abs") else (1.0,))]
+
+
+@pytest.mark.parametrize("which, act, bias_var, scale", _CROSS_CASES)
+def test_cross_kernels_equal_the_block_of_the_stacked_kernels(which, act, bias_var, scale):
+    """Extreme scales exercise the fused path's power-of-2 rescaling and the fall back to the
+    layer-by-layer path (variances outside [2**-400, 2**400])."""
+    X1, X2 = _cross_sets(scale)
+    kw = dict(weight_var=1.7, bias_var=bias_var)
+    if which == "mlp":
+        run = lambda *a, **k: ss.mlp_kernels(*a, 6, act, **kw, **k)  # noqa: E731
+    else:
+        run = lambda *a, **k: ss.resnet_kernels(*a, 4, act, branch_scale=0.6, **kw,  # noqa: E731
+                                                **k)
+    nngp, ntk = run(np.vstack([X1, X2]))
+    cn, ct = run(X1, X2=X2)
+    assert cn.shape == ct.shape == (7, 6)
+    for got, joint in ((cn, nngp), (ct, ntk)):
+        block = joint[:7, 7:]
+        np.testing.assert_allclose(got, block, rtol=0, atol=1e-13 * np.abs(joint).max())
+    # without the NTK
+    cn2, none = run(X1, X2=X2, ntk=False)
+    assert none is None
+    np.testing.assert_array_equal(cn2, cn)
+
+
+def test_cross_kernels_bad_second_set():
+    X = np.ones((3, 2))
+    with pytest.raises(ValueError, match="X2 must have the d = 2 features"):
+        ss.mlp_kernels(X, 2, X2=np.ones((2, 3)))
+    with pytest.raises(ss.DomainError, match="X2"):
+        ss.resnet_kernels(X, 2, X2=[[np.inf, 0.0]])
+    with pytest.raises(TypeError, match="X2"):
+        ss.mlp_kernels(X, 2, X2="ab")
+    with pytest.raises(OverflowError, match="X2"):
+        ss.mlp_kernels(X, 2, X2=[[1e300, 1e300]])

@@ -259,7 +259,7 @@ def test_kernel_scalars_parameterize_nonlinearities():
     for node in (rms, g2, gate):
         mean, se = fin.gram_mean(node)
         assert np.max(np.abs(mean - res.kernels[node]) / se) <= 5, node
-    with pytest.raises(InvalidProgramError, match="argument 'k0' must be a scalar Kernel"):
+    with pytest.raises(InvalidProgramError, match="argument 'k0' must be a scalar kernel"):
         q = Program()
         e = q.embed()
         q.readout(q.nonlin("x0 * k0", e, kernels=[e]))

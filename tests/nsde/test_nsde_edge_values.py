@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 import symscale as ss
+from symscale.linalg import check_psd, psd_sqrt
 from symscale import DomainError
 from symscale.nsde import (correlation_sde,
-                           check_first_order, check_psd, deep_linear_evidence, deep_linear_prior,
+                           check_first_order, deep_linear_evidence, deep_linear_prior,
                            drift, drift_matrix, evidence_first_order, explosion_criterion,
                            finite_width_chain, finite_width_network, generator,
                            generator_numeric, gram_symbols, log_gaussian_likelihood,
                            log_meijer_g0m, nu, partition_function, posterior_scale,
-                           predictive_density, predictive_first_order, psd_sqrt, shaped,
+                           predictive_density, predictive_first_order, shaped,
                            shaped_relu, simulate_correlation_sde, simulate_sde, taylor_at_zero)
 from symscale.nsde.sde import bivariate_moment
 from symscale.nsde import PathMean, Paths, PathStatisticWarning
@@ -183,7 +184,7 @@ BAD = [
     (_sde(progress="yes"), TypeError, "progress"),
     (_sde(a=1.0), ValueError, "a"),
     (_sde(t=1e300, dt=1e-300), OverflowError, "t"),
-    (lambda: psd_sqrt(np.ones(3)), ValueError, "V must be a stack"),
+    (lambda: psd_sqrt(np.ones(3)), ValueError, "M must be a stack"),
     (lambda: check_psd(V0, name=3), TypeError, "name"),
     # shaping and the SDE
     (lambda: shaped_relu(-4.0, -4.0, 16), ValueError, "c_plus=-4.0 and c_minus=-4.0"),

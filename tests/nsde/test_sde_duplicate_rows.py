@@ -8,7 +8,7 @@ exact: duplicate inputs have identical rows in every path, at every step."""
 import numpy as np
 
 from symscale.nsde import shaped, simulate_sde
-from symscale.nsde.simulate import _sqrt_from_eigh
+from symscale.linalg import psd_sqrt_from_eigh as _sqrt_from_eigh
 
 EPS = np.finfo(float).eps
 

@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import symscale as ss
+from symscale.linalg import check_psd, psd_sqrt
 from symscale.kernels import input_kernel
-from symscale.nsde import (Paths, check_psd, drift_matrix, finite_width_chain,
-                           finite_width_network, psd_sqrt, shaped, shaped_relu,
+from symscale.nsde import (Paths, drift_matrix, finite_width_chain,
+                           finite_width_network, shaped, shaped_relu,
                            simulate_correlation_sde, simulate_sde)
 
 from .strategies import (N_SIGMA, SEEDS, assert_bad_input, assert_duplicate_rows_equal,
@@ -57,7 +58,7 @@ def test_psd_sqrt_squares_back(X, stack):
         assert np.abs(Sk @ Sk - Vk).max() <= 1e-10 * scale
         # eigenvalues that are round-off of 0 must not turn into sqrt(eps) noise
         assert_duplicate_rows_equal(Sk, X, rtol=1e-10, what="sqrt")
-    checked = check_psd(V[0])
+    checked = check_psd(V[0], "V")
     assert np.array_equal(checked, checked.T)
 
 

@@ -1,0 +1,37 @@
+"""Deprecated public names: they keep working for one release and warn.
+
+A module lists its renamed names once, ``__getattr__ = deprecated_names(__name__, {...})``,
+so that ``from module import old`` and ``module.old`` both warn with the new name.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+__all__ = ["deprecated_names"]
+
+
+def deprecated_names(module: str, aliases: dict[str, tuple[str, Callable[[], object]]]):
+    """A module ``__getattr__`` resolving ``aliases``: old name -> (new name, getter).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> getattr_ = deprecated_names("mod", {"old": ("mod.new", lambda: 42)})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     value = getattr_("old")
+    >>> value, caught[0].category.__name__
+    (42, 'DeprecationWarning')
+    """
+
+    def __getattr__(name):
+        if name in aliases:
+            new, get = aliases[name]
+            warnings.warn(f"{module}.{name} is deprecated and will be removed in the next "
+                          f"release; use {new}", DeprecationWarning, stacklevel=2)
+            return get()
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -1,0 +1,160 @@
+r"""Linear algebra of covariance matrices, in one place: the PSD check with its one round-off
+tolerance, PSD square roots and factors, and the softmax of attention.
+
+Every covariance in symscale (a kernel Gram, an NSDE state, a Gaussian to sample or compare)
+goes through these functions, so they all accept and refuse the same matrices.
+
+* :data:`PSD_RTOL`: a matrix is symmetric when ``|M - M^T| <= PSD_RTOL * max|M|`` and positive
+  semi-definite when its smallest eigenvalue is ``>= -PSD_RTOL * max|eigenvalue|``. Round-off
+  of matrices built in float64 (Gram matrices, kernels through quadrature) is far below it.
+* Square roots clip eigenvalues at round-off level of the largest (``P * eps * top``) to 0:
+  their sign is noise, and ``sqrt(1e-17) = 3e-9`` would make duplicate inputs differ.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.linalg import check_psd, psd_sqrt, softmax
+>>> V = check_psd([[2.0, 1.0], [1.0, 2.0]], "V")
+>>> S = psd_sqrt(V)
+>>> bool(np.allclose(S @ S, V))
+True
+>>> softmax(np.zeros((2, 2)), causal=True)
+array([[1. , 0. ],
+       [0.5, 0.5]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .validation import check_array
+
+__all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "softmax"]
+
+#: The one round-off tolerance of the PSD and symmetry checks (relative to the largest
+#: |eigenvalue| and the largest |entry|).
+PSD_RTOL = 1e-10
+
+
+def check_psd(M, name: str) -> np.ndarray:
+    """A symmetric PSD P x P float64 matrix (its symmetric part), or a typed error naming it.
+
+    Parameters
+    ----------
+    M : array_like (P, P)
+    name : str
+        The user's name for the argument (used in messages).
+
+    Returns
+    -------
+    ndarray
+        ``(M + M^T) / 2`` as a new float64 array.
+
+    Raises
+    ------
+    TypeError
+        ``M`` is not a real array.
+    ValueError
+        Not square, not finite, not symmetric up to :data:`PSD_RTOL`, or with an eigenvalue
+        below ``-PSD_RTOL`` times the largest (the message gives the eigenvalues).
+
+    Examples
+    --------
+    >>> check_psd([[1.0, 2.0], [2.0, 1.0]], "K")
+    Traceback (most recent call last):
+    ...
+    ValueError: K must be positive semi-definite, got eigenvalues [-1.0, 3.0]
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {name!r}")
+    V = check_array(M, name)
+    if V.ndim != 2 or V.shape[0] != V.shape[1] or V.shape[0] < 1:
+        raise ValueError(f"{name} must be a square matrix, got shape {V.shape}")
+    scale = float(np.abs(V).max())
+    asym = float(np.abs(V - V.T).max())
+    if asym > PSD_RTOL * scale:
+        raise ValueError(f"{name} must be symmetric, got |{name} - {name}^T| = {asym:.3g} "
+                         f"(relative {asym / scale:.3g} > {PSD_RTOL:g})")
+    V = (V + V.T) / 2
+    w = np.linalg.eigvalsh(V)
+    if w[0] < -PSD_RTOL * max(abs(w[0]), abs(w[-1])):
+        shown = w.tolist() if w.size <= 8 else f"from {w[0]:.6g} to {w[-1]:.6g}"
+        raise ValueError(f"{name} must be positive semi-definite, got eigenvalues {shown}")
+    return V
+
+
+def psd_sqrt_from_eigh(w, U, scale=None) -> np.ndarray:
+    """``U sqrt(w) U^T`` from an eigen-decomposition (stacks allowed), round-off clipped.
+
+    ``scale`` (one per matrix), if larger than the largest |eigenvalue|, is the magnitude the
+    matrix was computed from (a simulated path that shrank): its round-off sets the level.
+    """
+    top = np.abs(w).max(axis=-1)
+    if scale is not None:
+        top = np.maximum(top, scale)
+    tol = w.shape[-1] * np.finfo(float).eps * top[..., None]
+    root = np.sqrt(np.where(w > tol, w, 0.0))
+    return (U * root[..., None, :]) @ np.swapaxes(U, -1, -2)
+
+
+def psd_sqrt(M) -> np.ndarray:
+    """Symmetric square roots of a stack (..., P, P) of symmetric PSD matrices.
+
+    Eigenvalues at round-off level of the largest become 0; the matrices are symmetrized
+    but not checked for positivity (use :func:`check_psd` on user input first).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``M`` is not a real, finite stack of square matrices.
+
+    Examples
+    --------
+    >>> psd_sqrt(np.diag([4.0, -1e-18]))
+    array([[2., 0.],
+           [0., 0.]])
+    """
+    M = _stack(M)
+    w, U = np.linalg.eigh((M + np.swapaxes(M, -1, -2)) / 2)
+    return psd_sqrt_from_eigh(w, U)
+
+
+def _stack(M):
+    M = check_array(M, "M")
+    if M.ndim < 2 or M.shape[-1] != M.shape[-2] or M.shape[-1] < 1:
+        raise ValueError(f"M must be a stack of square matrices (..., P, P), got shape {M.shape}")
+    return M
+
+
+def psd_factor(M) -> np.ndarray:
+    """L with ``L L^T = M`` for a stack of symmetric PSD matrices (``L = U sqrt(w)``).
+
+    The factor of choice for sampling ``L z``: it exists for singular matrices (Cholesky does
+    not), and clips round-off eigenvalues as :func:`psd_sqrt` does.
+
+    Examples
+    --------
+    >>> L = psd_factor([[1.0, 1.0], [1.0, 1.0]])      # rank one
+    >>> bool(np.allclose(L @ L.T, 1.0))
+    True
+    """
+    M = _stack(M)
+    w, U = np.linalg.eigh((M + np.swapaxes(M, -1, -2)) / 2)
+    top = np.abs(w).max(axis=-1)
+    tol = w.shape[-1] * np.finfo(float).eps * top[..., None]
+    return U * np.sqrt(np.where(w > tol, w, 0.0))[..., None, :]
+
+
+def softmax(logits, axis: int = -1, *, causal: bool = False) -> np.ndarray:
+    """Softmax along ``axis`` (max-shifted, so large logits do not overflow).
+
+    With ``causal`` (square P x P logits, rows the queries), entries above the diagonal are
+    masked: position a attends to b <= a only.
+    """
+    L = np.array(logits, dtype=float)
+    if causal:
+        L[np.triu_indices(L.shape[0], 1)] = -np.inf
+    L -= L.max(axis=axis, keepdims=True)
+    np.exp(L, out=L)
+    L /= L.sum(axis=axis, keepdims=True)
+    return L
