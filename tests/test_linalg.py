@@ -70,6 +70,10 @@ def test_softmax_is_stable_and_causal():
     ("symscale.netsor", "Kernel", "KernelScalar"),
     ("symscale.netsor.program", "Kernel", "KernelScalar"),
     ("symscale.metrics.gaussian", "INDEFINITE_RTOL", "symscale.linalg.PSD_RTOL"),
+    ("symscale.lofi", "noise_floor", "symscale.lofi.spike_threshold"),
+    ("symscale.lofi.emergence", "noise_floor", "symscale.lofi.spike_threshold"),
+    ("symscale.deep_ntk", "empirical_ntk", "symscale.deep_ntk.model_ntk"),
+    ("symscale.deep_ntk.training", "empirical_ntk", "symscale.deep_ntk.model_ntk"),
 ])
 def test_renamed_names_still_work_and_warn(module, old, new):
     import importlib

@@ -8,15 +8,19 @@ and :math:`\\ln L/L` correction, phases of other activations), :mod:`~symscale.d
 movement against its linearization).
 """
 
+from .._deprecation import deprecated_names
 from . import datasets, spectra, training
 from .depth import (CorrectionFit, DepthLimit, PhaseLimit, PrecisionWarning, angle_asymptotics,
                     correction_fit, depth_limit, normalized_ntk, phase_limit)
 from .spectra import (depth_scale, gradient_flow_predictor, limit_matrix, ntk_matrix,
                       spectrum_vs_depth, test_error_grid)
-from .training import (NTKMLP, empirical_ntk, feature_movement, linearized_movement, train_gd)
+from .training import NTKMLP, feature_movement, linearized_movement, model_ntk, train_gd
 
 __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning", "angle_asymptotics",
            "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit", "ntk_matrix",
            "limit_matrix", "spectrum_vs_depth", "depth_scale", "gradient_flow_predictor",
            "test_error_grid", "NTKMLP", "train_gd", "feature_movement", "linearized_movement",
-           "empirical_ntk", "datasets", "spectra", "training"]
+           "model_ntk", "datasets", "spectra", "training"]
+
+__getattr__ = deprecated_names(__name__, {"empirical_ntk": ("symscale.deep_ntk.model_ntk",
+                                                            lambda: model_ntk)})

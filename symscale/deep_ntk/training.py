@@ -45,11 +45,16 @@ from functools import cached_property
 import numpy as np
 from scipy.linalg import blas
 
+from .._deprecation import deprecated_names
 from ..activations import Activation, as_activation
 from ..validation import check_array, check_int, check_random_state, check_real
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
-           "linearized_movement", "empirical_ntk"]
+           "linearized_movement", "model_ntk"]
+
+# empirical_ntk named two things (this and symscale.netsor.empirical_ntk, which samples networks)
+__getattr__ = deprecated_names(__name__, {"empirical_ntk": ("symscale.deep_ntk.model_ntk",
+                                                            lambda: model_ntk)})
 
 _FEATURE_BYTES = 200e6  # store the recorded features only below this size
 _TANGENT_ENTRIES = 5e7  # limit of linearized_movement's (N, N_eval, n) tangent array
@@ -445,7 +450,7 @@ def _ntk_from_parts(model: NTKMLP, G, H, G2, H2) -> np.ndarray:
     return theta
 
 
-def empirical_ntk(model: NTKMLP, X, X2=None) -> np.ndarray:
+def model_ntk(model: NTKMLP, X, X2=None) -> np.ndarray:
     """The empirical NTK ``J_f(X) J_f(X2)^T`` (``X2`` defaults to ``X``).
 
     Computed layer by layer from per-sample backprop deltas, so the Jacobian (N x #params) is
@@ -456,7 +461,7 @@ def empirical_ntk(model: NTKMLP, X, X2=None) -> np.ndarray:
     --------
     >>> import numpy as np
     >>> model = NTKMLP.init(3, 8, 2, seed=0)
-    >>> K = empirical_ntk(model, np.eye(3))
+    >>> K = model_ntk(model, np.eye(3))
     >>> K.shape, bool(np.allclose(K, K.T)), bool(np.all(np.linalg.eigvalsh(K) > 0))
     ((3, 3), True, True)
     """

@@ -11,13 +11,18 @@ early-stopped MLP on a real task).
 from . import comparison, emergence, readout, teacher
 from .algorithm import (KernelFilter, LoFi, LoFiKernel, SpectralFilter, VariationalCheck,
                         kernel_filter, spectral_filter, variational_check)
-from .emergence import (bbp_prediction, bulk_edge, effective_dimension, noise_floor,
+from .._deprecation import deprecated_names
+from .emergence import (bbp_prediction, bulk_edge, effective_dimension, spike_threshold,
                         spectral_outliers)
 from .readout import KernelRidgeReadout, LogisticReadout, RidgeReadout
 from .teacher import HierarchicalTeacher, emergence_sweep, predicted_emergence
 
 __all__ = ["LoFi", "LoFiKernel", "SpectralFilter", "KernelFilter", "VariationalCheck",
            "spectral_filter", "kernel_filter", "variational_check", "effective_dimension",
-           "noise_floor", "bulk_edge", "bbp_prediction", "spectral_outliers", "RidgeReadout",
+           "spike_threshold", "bulk_edge", "bbp_prediction", "spectral_outliers", "RidgeReadout",
            "KernelRidgeReadout", "LogisticReadout", "HierarchicalTeacher", "emergence_sweep",
            "predicted_emergence", "comparison", "emergence", "readout", "teacher"]
+
+# noise_floor named two things (this threshold and symscale.metrics.noise_floor)
+__getattr__ = deprecated_names(__name__, {"noise_floor": ("symscale.lofi.spike_threshold",
+                                                          lambda: spike_threshold)})

@@ -8,7 +8,7 @@ Theory note 05, §4–§5. At a layer with features :math:`z_\mu\in\mathbb R^P` 
 with the largest :math:`|\lambda|`. With labels independent of isotropic features, :math:`C` is
 a Wigner-like matrix of bulk edge :math:`2\sqrt{D/n}` (:func:`bulk_edge`, valid for
 :math:`D\ll n`). A population spike :math:`\rho vv^\top` leaves the bulk when
-:math:`\rho>\tau=\sqrt{D/n}` (:func:`noise_floor`), with the BBP laws of :func:`bbp_prediction`.
+:math:`\rho>\tau=\sqrt{D/n}` (:func:`spike_threshold`), with the BBP laws of :func:`bbp_prediction`.
 The emergence criterion replaces :math:`D` by an effective dimension :math:`D_{\rm eff}`
 (:func:`effective_dimension`).
 
@@ -73,10 +73,10 @@ unlike the rank, ignores directions of negligible variance in lifted features.
 
 Examples
 --------
->>> from symscale.lofi.emergence import bbp_prediction, bulk_edge, noise_floor
->>> round(bulk_edge(50, 2000), 4), round(noise_floor(50, 2000), 4)
+>>> from symscale.lofi.emergence import bbp_prediction, bulk_edge, spike_threshold
+>>> round(bulk_edge(50, 2000), 4), round(spike_threshold(50, 2000), 4)
 (0.3162, 0.1581)
->>> sep, lam, ov2 = bbp_prediction(2 * noise_floor(100, 4000), 100, 4000)
+>>> sep, lam, ov2 = bbp_prediction(2 * spike_threshold(100, 4000), 100, 4000)
 >>> sep, round(lam, 3), round(ov2, 2)
 (True, 0.395, 0.75)
 """
@@ -87,11 +87,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._deprecation import deprecated_names
 from ..validation import check_array, check_int, check_random_state, check_real
 
 __all__ = ["BBP", "KINDS", "SpectralOutliers", "additive_spike_model", "bbp_prediction",
-           "bulk_edge", "effective_dimension", "noise_floor", "signed_covariance",
+           "bulk_edge", "effective_dimension", "spike_threshold", "signed_covariance",
            "spectral_outliers"]
+
+__getattr__ = deprecated_names(__name__, {"noise_floor": ("symscale.lofi.spike_threshold",
+                                                          lambda: spike_threshold)})
 
 #: the switchable definitions of :math:`D_{\rm eff}` (theory note 05, §5; "stable" is ours)
 KINDS = ("participation", "regularized", "rank", "stable")
@@ -224,12 +228,12 @@ def effective_dimension(K, kind: str = "participation", lam: float | None = None
     return _deff_from_eigs(np.clip(s, 0.0, None), kind, lam)
 
 
-# --- noise floor and BBP ----------------------------------------------------------------------
+# --- spike threshold and BBP ----------------------------------------------------------------------
 
-def noise_floor(D_eff, n) -> float:
+def spike_threshold(D_eff, n) -> float:
     r""":math:`\tau=\sqrt{D_{\rm eff}/n}`: a spike :math:`\rho` is detectable iff :math:`\rho>\tau`.
 
-    >>> noise_floor(100, 400)
+    >>> spike_threshold(100, 400)
     0.5
     """
     return float(np.sqrt(_check_nonneg("D_eff", D_eff) / _check_n(n)))
@@ -244,7 +248,7 @@ def bulk_edge(D, n) -> float:
     >>> bulk_edge(100, 400)
     1.0
     """
-    return 2.0 * noise_floor(_check_nonneg("D", D), n)
+    return 2.0 * spike_threshold(_check_nonneg("D", D), n)
 
 
 class BBP(NamedTuple):
@@ -266,7 +270,7 @@ def bbp_prediction(rho, D, n) -> BBP:
     BBP(separates=False, lambda_top=0.316..., overlap2=0.0)
     """
     rho = check_real(rho, "rho")
-    tau = noise_floor(_check_nonneg("D", D), n)
+    tau = spike_threshold(_check_nonneg("D", D), n)
     sign = 1.0 if rho >= 0 else -1.0
     if abs(rho) <= tau:  # not rho^2 <= tau^2: rho^2 underflows for |rho| < 1e-162
         return BBP(False, float(sign * 2.0 * tau), 0.0)

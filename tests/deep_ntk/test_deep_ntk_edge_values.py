@@ -13,7 +13,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from symscale.deep_ntk import (NTKMLP, correction_fit, empirical_ntk, normalized_ntk,
+from symscale.deep_ntk import (NTKMLP, correction_fit, model_ntk, normalized_ntk,
                                phase_limit, train_gd)
 from symscale.deep_ntk import datasets, spectra
 
@@ -229,7 +229,7 @@ def test_gradient_flow_overflowing_scale_raises():
 def test_network_overflow_and_nan_weights_are_typed_errors():
     model = NTKMLP.init(3, 8, 2, seed=0)
     with pytest.raises(OverflowError, match="X"):
-        empirical_ntk(model, 1e200 * np.eye(3))
+        model_ntk(model, 1e200 * np.eye(3))
     with pytest.raises(ValueError, match="weights"):
         NTKMLP([np.full((2, 3), np.nan)], np.ones(2))
     with pytest.raises(ValueError, match="readout"):
@@ -291,7 +291,7 @@ def test_network_overflow_and_nan_weights_are_typed_errors():
      TypeError, "lr"),
     (lambda: train_gd(NTKMLP.init(3, 8, 1), np.eye(3), np.ones(3), lr=0.1, steps=True),
      TypeError, "steps"),
-    (lambda: empirical_ntk(NTKMLP.init(3, 8, 1), [["a"] * 3]), TypeError, "X"),
+    (lambda: model_ntk(NTKMLP.init(3, 8, 1), [["a"] * 3]), TypeError, "X"),
     (lambda: datasets.sphere_points(5, 3, min_angle="a"), TypeError, "min_angle"),
     (lambda: datasets.sphere_points(5, 3, min_angle=True), TypeError, "min_angle"),
     (lambda: datasets.sphere_points(5, 3, max_correlation=np.nan), ValueError,

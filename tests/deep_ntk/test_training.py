@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from symscale.deep_ntk import training
-from symscale.deep_ntk.training import (NTKMLP, TrainingRun, empirical_ntk, feature_movement,
+from symscale.deep_ntk.training import (NTKMLP, TrainingRun, model_ntk, feature_movement,
                                         linearized_movement, train_gd)
 from symscale.kernels import mlp_kernels
 from symscale.testing import fit_loglog_slope, mc_zscore
@@ -78,8 +78,8 @@ def test_empirical_ntk_is_J_JT_of_finite_differences(tiny):
     J = _central_difference(lambda m: m.forward(X)[0], model)
     J2 = _central_difference(lambda m: m.forward(X2)[0], model)
     scale = np.max(np.abs(J @ J.T))
-    assert np.max(np.abs(empirical_ntk(model, X) - J @ J.T)) <= 1e-6 * scale
-    assert np.max(np.abs(empirical_ntk(model, X, X2) - J @ J2.T)) <= 1e-6 * scale
+    assert np.max(np.abs(model_ntk(model, X) - J @ J.T)) <= 1e-6 * scale
+    assert np.max(np.abs(model_ntk(model, X, X2) - J @ J2.T)) <= 1e-6 * scale
 
 
 def test_linearized_step_is_the_directional_derivative_of_the_features(tiny):
@@ -114,7 +114,7 @@ def test_wide_empirical_ntk_matches_the_infinite_width_ntk():
     X = _sphere(np.random.default_rng(5), 4, 5, 1.0)
     limit = mlp_kernels(X, depth=2, activation="relu", weight_var=2, bias_var=0)[1] / 2
     with _one_blas_thread():
-        samples = np.array([empirical_ntk(NTKMLP.init(5, 2048, 2, seed=s), X) for s in range(6)])
+        samples = np.array([model_ntk(NTKMLP.init(5, 2048, 2, seed=s), X) for s in range(6)])
     mean = samples.mean(axis=0)
     assert np.max(np.abs(mean - limit)) < 0.06 * limit[0, 0]  # seed-to-seed spread ~5%/sqrt(6)
     stderr = samples.std(axis=0, ddof=1) / np.sqrt(len(samples))
@@ -284,7 +284,7 @@ def test_bad_model_arguments():
     with pytest.raises(ValueError, match="^params"):
         NTKMLP.init(3, 8, 2).with_params([np.zeros((8, 3))])
     with pytest.raises(ValueError, match="^X"):
-        empirical_ntk(NTKMLP.init(3, 8, 2), np.zeros((2, 4)))
+        model_ntk(NTKMLP.init(3, 8, 2), np.zeros((2, 4)))
 
 
 def test_divergence_raises_floating_point_error():

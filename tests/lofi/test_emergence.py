@@ -42,7 +42,7 @@ def test_null_operator_norm_matches_note_table(D, n, measured):
                           (3.0, 0.527, 0.89, 0.89)])
 def test_additive_spike_matches_bbp_table(ratio, lam_note, ov_note, ov_measured):
     D, n = 100, 4000
-    rho = ratio * em.noise_floor(D, n)
+    rho = ratio * em.spike_threshold(D, n)
     pred = em.bbp_prediction(rho, D, n)
     assert pred.separates
     assert pred.lambda_top == pytest.approx(lam_note, abs=6e-4)
@@ -59,7 +59,7 @@ def test_additive_spike_matches_bbp_table(ratio, lam_note, ov_note, ov_measured)
 
 
 def test_bbp_below_threshold_and_negative_spikes():
-    tau = em.noise_floor(100, 4000)
+    tau = em.spike_threshold(100, 4000)
     below = em.bbp_prediction(0.9 * tau, 100, 4000)
     assert not below.separates and below.overlap2 == 0.0
     assert below.lambda_top == pytest.approx(em.bulk_edge(100, 4000))
@@ -137,7 +137,7 @@ def test_spectral_outliers_null_and_spike():
     assert np.all(np.isnan(null.rho_hat))
     v = rng.standard_normal(D)
     v /= np.linalg.norm(v)
-    rho = 3 * em.noise_floor(D, n)                      # stretch v.z where y = +1
+    rho = 3 * em.spike_threshold(D, n)                      # stretch v.z where y = +1
     Z2 = Z + np.outer((y > 0) * (np.sqrt(1 + 2 * rho) - 1) * (Z @ v), v)
     res = em.spectral_outliers(Z2, y, margin=0.1)
     assert res.n_outliers == 1 and res.is_outlier[0]
@@ -237,9 +237,9 @@ def test_quadratic_emergence_scales_linearly_with_d():
 # --- bad input --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, name", [
-    (lambda: em.noise_floor(10, 1), "n"),
+    (lambda: em.spike_threshold(10, 1), "n"),
     (lambda: em.bulk_edge(-1, 100), "D"),
-    (lambda: em.noise_floor(float("nan"), 100), "D_eff"),
+    (lambda: em.spike_threshold(float("nan"), 100), "D_eff"),
     (lambda: em.effective_dimension([[1.0, np.nan], [np.nan, 1.0]]), "K"),
     (lambda: em.effective_dimension(np.ones((2, 3))), "K"),
     (lambda: em.effective_dimension(np.eye(3), "regularized", lam=-1.0), "lam"),
