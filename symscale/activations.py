@@ -458,20 +458,16 @@ def _numeric_params(**values):
 
 @functools.lru_cache(maxsize=512)
 def _lambdify_numpy(expr: sp.Expr):
-    from .printing import NumpyPrinter
+    from .printing import lambdify  # printing imports expressions, which imports activations
 
-    return sp.lambdify(X, expr, modules=["scipy", "numpy"], printer=NumpyPrinter)
+    return lambdify(X, expr, "numpy")
 
 
 @functools.lru_cache(maxsize=512)
 def _lambdify_mpmath(expr: sp.Expr):
-    import mpmath
+    from .printing import lambdify
 
-    def heaviside(x, h0=0.5):
-        return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(h0))
-
-    extra = {"Heaviside": heaviside, "sign": mpmath.sign, "DiracDelta": lambda *a: 0}
-    return sp.lambdify(X, expr, modules=[extra, "mpmath"])
+    return lambdify(X, expr, "mpmath")
 
 
 def _sym(name):

@@ -36,7 +36,7 @@ import sympy as sp
 
 from .expressions import as_expression
 from .validation import check_int, check_random_state, check_real
-from .printing import NumpyPrinter, function_code, latex
+from .printing import BACKENDS, function_code, lambdify, latex
 
 __all__ = ["Formula", "Variable", "CheckReport", "CheckRow", "sample_mean"]
 
@@ -217,23 +217,13 @@ class Formula:
         if fn is not None:
             return fn
         target = self.stable_expr if self.stable_expr is not None else self.expr
-        if backend == "numpy":
-            fn = sp.lambdify(self.symbols, target, modules=["scipy", "numpy"],
-                             printer=NumpyPrinter, cse=True)
-        elif backend == "mpmath":
-            import mpmath
-
-            extra = {"Heaviside": _mp_heaviside, "DiracDelta": lambda *a: mpmath.mpf(0)}
-            fn = sp.lambdify(self.symbols, target, modules=[extra, "mpmath"], cse=True)
-        elif backend == "math":
-            fn = sp.lambdify(self.symbols, target, modules="math", cse=True)
-        elif backend in _OPTIONAL_BACKENDS:
-            _require(backend)
-            fn = sp.lambdify(self.symbols, target, modules=backend, cse=True)
-        else:
+        if backend not in BACKENDS:
             raise ValueError(
                 f"backend must be one of numpy, mpmath, math, jax, torch; got {backend!r}"
             )
+        if backend in _OPTIONAL_BACKENDS:
+            _require(backend)
+        fn = lambdify(self.symbols, target, backend, cse=True)
         self._numeric_cache[backend] = fn
         return fn
 
@@ -513,7 +503,3 @@ def _require(backend: str) -> None:
         )
 
 
-def _mp_heaviside(x, h0=0.5):
-    import mpmath
-
-    return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(h0))

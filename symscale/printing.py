@@ -7,6 +7,9 @@
   masses print as 0 because symscale differentiates almost everywhere).
 * :func:`function_code` writes a complete, self-contained function in C (compilable as is with
   ``-lm``), numpy or plain Python, with common subexpressions hoisted.
+* :func:`lambdify` is the one place where expressions become numeric functions: one module
+  table per backend, used by Formulas, activations, Netsor nonlinearities and the NSDE
+  Meijer-G densities alike.
 
 Examples
 --------
@@ -41,6 +44,8 @@ __all__ = [
     "latex",
     "function_code",
     "register_symbol_latex",
+    "lambdify",
+    "BACKENDS",
 ]
 
 #: LaTeX for symbol names whose default rendering would mislead (``sigma2`` is not a subscript).
@@ -196,3 +201,82 @@ def function_code(expr, args, name: str, language: str = "c") -> str:
     lines += ["    %s = %s" % (s, e) for s, e in printed]
     lines.append("    return %s" % ret)
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# the one lambdify table
+
+#: Backends of :func:`lambdify`: numpy/scipy (vectorized float64), mpmath (current precision),
+#: math (scalar floats), and the optional array libraries.
+BACKENDS = ("numpy", "mpmath", "math", "jax", "torch")
+
+
+def _heaviside(x, h0=0.5):
+    """Heaviside with the value h0 at 0, for scalar backends."""
+    return 1.0 if x > 0 else (0.0 if x < 0 else h0)
+
+
+def _mp_heaviside(x, h0=0.5):
+    import mpmath
+
+    return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(h0))
+
+
+def _modules(backend):
+    """(modules, printer) of a backend."""
+    if backend == "numpy":
+        return ["scipy", "numpy"], NumpyPrinter
+    if backend == "mpmath":
+        import mpmath
+
+        return [{"Heaviside": _mp_heaviside, "sign": mpmath.sign,
+                 "DiracDelta": lambda *a: mpmath.mpf(0)}, "mpmath"], None
+    if backend == "math":
+        return [{"Heaviside": _heaviside, "DiracDelta": lambda *a: 0.0}, "math"], None
+    return [backend], None
+
+
+def lambdify(args, expr, backend: str = "numpy", *, cse: bool = False, extra=None):
+    """A numeric function of ``args`` evaluating the sympy expression ``expr``.
+
+    Parameters
+    ----------
+    args : sympy.Symbol or sequence of them
+        Positional arguments, in order.
+    expr : sympy.Expr
+        Never a string: strings go through :func:`symscale.expressions.as_expression` first.
+    backend : {"numpy", "mpmath", "math", "jax", "torch"}
+        The module table (see :data:`BACKENDS`).
+    cse : bool
+        Hoist common subexpressions (worth it for large kernels).
+    extra : dict, optional
+        Functions that override the table (name -> callable), e.g. a special function's
+        evaluator.
+
+    Raises
+    ------
+    TypeError
+        ``expr`` is a string.
+    ValueError
+        Unknown backend.
+
+    Examples
+    --------
+    >>> import numpy as np, sympy as sp
+    >>> x = sp.Symbol("x", real=True)
+    >>> f = lambdify(x, sp.Max(x, 0) + sp.Heaviside(x))
+    >>> f(np.array([-1.0, 0.0, 2.0]))
+    array([0. , 0.5, 3. ])
+    >>> lambdify(x, sp.Heaviside(x), "math")(0.0)
+    0.5
+    """
+    if isinstance(expr, str):
+        raise TypeError("expr must be a sympy expression, not a string (parse it with "
+                        "symscale.expressions.as_expression)")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    modules, printer = _modules(backend)
+    if extra:
+        modules = [extra] + modules
+    kwargs = {"printer": printer} if printer is not None else {}
+    return sp.lambdify(args, expr, modules=modules, cse=cse, **kwargs)

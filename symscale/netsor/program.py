@@ -51,6 +51,7 @@ from .._symbolic import parse_expression
 from .._deprecation import deprecated_names
 from ..activations import Activation, activation
 from ..errors import InvalidProgramError
+from ..printing import lambdify
 from ..validation import check_bool, check_int, check_real
 
 __all__ = [
@@ -134,10 +135,7 @@ def _multi_symbols(arity, n_params):
 
 @functools.lru_cache(maxsize=256)
 def _lambdify_multi(expr, arity, n_params=0):
-    from ..printing import NumpyPrinter
-
-    return sp.lambdify(_multi_symbols(arity, n_params), expr, modules=["scipy", "numpy"],
-                       printer=NumpyPrinter)
+    return lambdify(_multi_symbols(arity, n_params), expr, "numpy")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ import sympy as sp
 
 from ..errors import DomainError
 from ..formula import Formula, Variable
+from ..printing import lambdify
 from ..validation import check_array, check_choice, check_int, check_real
 
 __all__ = ["meijer_g0m", "log_meijer_g0m", "deep_linear_prior", "relu_deep_prior",
@@ -234,7 +235,7 @@ def relu_deep_prior(widths):
 
 def _mp_formula(expr, name, description):
     f = Formula(expr, [Variable(_h, "network output")], name=name, description=description)
-    fn = sp.lambdify(_h, expr, modules=[{"meijerg": _mp_meijerg}, "mpmath"])
+    fn = lambdify(_h, expr, "mpmath", extra={"meijerg": _mp_meijerg})
     f._numeric_cache["mpmath"] = fn
     f._numeric_cache["numpy"] = np.vectorize(lambda h: float(fn(float(h))), otypes=[float])
     return f
