@@ -261,7 +261,7 @@ def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True,
     >>> check_array([1.0, float("nan")], "x")
     Traceback (most recent call last):
     ...
-    ValueError: x must be finite, got nan at index (1,)
+    ValueError: x must be finite, got nan at index 1
     >>> check_array([True, False], "x")
     Traceback (most recent call last):
     ...
@@ -305,8 +305,8 @@ def check_finite(arr: np.ndarray, name: str, *, error: type = ValueError) -> np.
     ValueError: K must be finite, got inf at index (1, 1)
     """
     if not np.all(np.isfinite(arr)):
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
-        raise error(f"{name} must be finite, got {float(arr[bad])!r} at index {bad}")
+        bad = _first(~np.isfinite(arr))  # an int for 1-D arrays, a tuple beyond
+        raise error(f"{name} must be finite, got {float(arr[bad])!r}{_at(bad)}")
     return arr
 
 

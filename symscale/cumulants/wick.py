@@ -44,7 +44,7 @@ from ..activations import Activation, as_activation
 from ..errors import NoClosedFormError
 from ..formula import Formula, Variable
 from ..hermite import hermite_he
-from ..validation import check_array, check_int
+from ..validation import check_array, check_finite, check_int
 
 __all__ = ["wick_table", "relu_gaussian_mean", "relu_gaussian_second_moment",
            "relu_derivative_mean", "relu_bivariate_moment", "relu_bivariate_moment_numeric",
@@ -151,11 +151,8 @@ def _moments(mean, var):
     m, v = m.reshape(-1), v.reshape(-1)
     if m.shape != v.shape:
         raise ValueError(f"mean and var must have the same length, got {m.size} and {v.size}")
-    for name, a in (("mean", m), ("var", v)):
-        bad = ~np.isfinite(a)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"{name} must be finite, got {float(a[i])!r} at index {i}")
+    check_finite(m, "mean")
+    check_finite(v, "var")
     if (v <= 0).any():
         i = int(np.argmax(v <= 0))
         raise ValueError(f"var must be > 0, got {float(v[i])!r} at index {i}")

@@ -87,11 +87,7 @@ def _vector(a, name: str, size: int) -> np.ndarray:
     arr = np.atleast_1d(check_array(a, name, finite=False))
     if arr.shape != (size,):
         raise ValueError(f"{name} must have shape ({size},), got {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        idx = int(np.argmax(bad))
-        raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
-    return arr
+    return check_finite(arr, name)
 
 
 #: Means (and square roots of covariances) whose largest |entry| lies outside

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..validation import check_array, check_bool, check_int, check_real, check_seed
+from ..validation import check_array, check_bool, check_finite, check_int, check_real, check_seed
 
 __all__ = ["wasserstein_1d", "projections", "sliced_wasserstein"]
 
@@ -61,12 +61,7 @@ def _finite_array(a, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        idx = tuple(int(i[0]) for i in np.nonzero(bad))
-        idx = idx[0] if len(idx) == 1 else idx
-        raise ValueError(f"{name} must be finite, got {float(arr[idx])!r} at index {idx}")
-    return arr
+    return check_finite(arr, name)
 
 
 def _check_weights(w, n: int, name: str) -> np.ndarray | None:

@@ -272,9 +272,9 @@ def test_score_functions():
         mse_over_var([1.0, 2.0], [0.0, 1.0, 2.0], [1.0, 1.0])
     with pytest.raises(ValueError, match=r"var has shape"):
         mse_over_var([1.0, 2.0], [0.0, 1.0], [1.0])
-    with pytest.raises(ValueError, match=r"estimate must be finite, got nan at index \(0,\)"):
+    with pytest.raises(ValueError, match=r"estimate must be finite, got nan at index 0"):
         mse_over_var([np.nan, 2.0], [0.0, 1.0], [1.0, 1.0])
-    with pytest.raises(ValueError, match=r"truth must be finite, got inf at index \(0,\)"):
+    with pytest.raises(ValueError, match=r"truth must be finite, got inf at index 0"):
         mse_over_var([1.0, 2.0], [np.inf, 1.0], [1.0, 1.0])
     with pytest.raises(ValueError, match="var must be >= 0"):
         mse_over_var([1.0, 2.0], [0.0, 1.0], [0.0, 0.0])
@@ -286,7 +286,7 @@ def test_score_functions():
         monte_carlo_mse_over_var(0, 10)
     with pytest.raises(ValueError, match="flops_per_sample must be > 0"):
         monte_carlo_mse_over_var(100, -1)
-    with pytest.raises(ValueError, match=r"flops must be finite, got nan at index \(\)"):
+    with pytest.raises(ValueError, match=r"flops must be finite, got nan$"):
         monte_carlo_mse_over_var(np.nan, 1)
 
 
@@ -491,7 +491,7 @@ def test_from_weights_rejects_bad_arrays():
         RandomMLP.from_weights(ok, [np.zeros(6), np.zeros(5)])
     with pytest.raises(ValueError, match=r"biases\[1\] has shape \(4,\) but weights\[1\] has 5"):
         RandomMLP.from_weights(ok, [np.zeros(6), np.zeros(4), np.zeros(2)])
-    with pytest.raises(ValueError, match=r"biases\[0\] must be finite, got inf at index \(0,\)"):
+    with pytest.raises(ValueError, match=r"biases\[0\] must be finite, got inf at index 0"):
         RandomMLP.from_weights(ok, [np.full(6, np.inf), np.zeros(5), np.zeros(2)])
     with pytest.raises(ValueError, match="activation has 3 entries but the network has 2 hidden"):
         RandomMLP.from_weights(ok, activation=["relu"] * 3)

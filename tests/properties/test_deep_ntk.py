@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import symscale as ss
 from symscale.kernels.numeric import COLLINEAR_ULPS
-from symscale.deep_ntk import (NTKMLP, PrecisionWarning, empirical_ntk, gradient_flow_predictor,
+from symscale.deep_ntk import (NTKMLP, PrecisionWarning, model_ntk, gradient_flow_predictor,
                                normalized_ntk, ntk_matrix, train_gd)
 
 from .strategies import (SEEDS, assert_bad_input, assert_duplicate_rows_equal, assert_finite,
@@ -107,7 +107,7 @@ def test_one_layer_empirical_ntk_agrees_with_the_infinite_ntk_by_monte_carlo(X, 
     infinite-width NTK at any width."""
     d = X.shape[1]
     rng = np.random.default_rng(seed)
-    samples = np.array([empirical_ntk(NTKMLP.init(d, 8, 1, act, ws, seed=int(s)), X)
+    samples = np.array([model_ntk(NTKMLP.init(d, 8, 1, act, ws, seed=int(s)), X)
                         for s in rng.integers(0, 2**31, size=300)])
     for K in samples[:3]:
         assert_symmetric(K, 1e-12, "empirical NTK")
@@ -208,4 +208,4 @@ def test_train_gd_rejects_bad_arguments(name, data):
 
 @given(bad=bad_matrix((3, 2)))
 def test_empirical_ntk_rejects_bad_inputs(bad):
-    assert_bad_input("X", lambda: empirical_ntk(NTKMLP.init(2, 4, 1), bad))
+    assert_bad_input("X", lambda: model_ntk(NTKMLP.init(2, 4, 1), bad))

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from symscale.lofi import (LoFi, LoFiKernel, LogisticReadout, RidgeReadout, bbp_prediction,
-                           bulk_edge, effective_dimension, kernel_filter, noise_floor,
+                           bulk_edge, effective_dimension, kernel_filter, spike_threshold,
                            spectral_filter)
 
 from .strategies import (SEEDS, assert_bad_input, assert_finite, bad_int, bad_matrix,
@@ -92,7 +92,7 @@ def test_effective_dimension_is_scale_invariant_and_bounded(X, c, kind):
 
 @given(n=st.integers(2, 10_000), D=st.floats(0, 1e4), rho=st.floats(-5, 5))
 def test_bbp_prediction_is_consistent_with_the_noise_floor(n, D, rho):
-    tau = noise_floor(D, n)
+    tau = spike_threshold(D, n)
     assert bulk_edge(D, n) == 2 * tau
     b = bbp_prediction(rho, D, n)
     assert b.separates == (abs(rho) > tau)
@@ -240,7 +240,7 @@ def test_noise_floor_rejects_bad_arguments(name, data):
     bad = data.draw(bad_nonnegative if name == "D_eff" else st.sampled_from(
         [1, 0, -5, float("nan"), float("inf"), "10", None, True]))
     kw = {"D_eff": 10.0, "n": 100, name: bad}
-    assert_bad_input(name, lambda: noise_floor(**kw))
+    assert_bad_input(name, lambda: spike_threshold(**kw))
 
 
 @given(name=st.sampled_from(["rho", "D", "n"]), data=st.data())
