@@ -42,11 +42,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..activations import as_activation
 from ..deep_ntk._norms import safe_rms
-from ..validation import check_bool, check_int, check_real, check_seed
 from ..kernels import dual_kernel_numeric
+from ..validation import check_bool, check_int, check_real, check_seed
 from . import readout as ro
 
 __all__ = ["KernelFilter", "LoFi", "LoFiKernel", "SpectralFilter", "VariationalCheck",
@@ -68,16 +69,6 @@ def _check_y(y, n):
         bad = int(np.argmin(np.isfinite(y)))
         raise ValueError(f"y must be finite, got {y[bad]!r} at index {bad}")
     return y
-
-
-def _pm1(y):
-    """y as float ±1 labels, or a ValueError that names y and says how to map them."""
-    labels = np.unique(y).tolist()
-    if y.dtype.kind not in "biuf" or not set(labels) <= {-1, 1}:
-        raise ValueError(f"y must hold the binary labels -1/+1 (more than 2 distinct labels switch"
-                         f" to one-vs-rest), got labels {labels}; map them first, e.g. "
-                         f"y = np.where(y == {labels[-1]!r}, 1, -1)")
-    return y.astype(float)
 
 
 def _weights(y, n):
@@ -404,25 +395,35 @@ def _best(value, X, metric):
 
 
 # -- models ---------------------------------------------------------------------------------------
-class _LoFiBase:
-    """Validation, one-vs-rest and the predict/transform plumbing shared by both forms."""
+class _LoFiBase(ClassifierMixin, BaseEstimator):
+    """Validation, label mapping, one-vs-rest and the predict/transform plumbing of both forms.
+
+    A scikit-learn classifier: ``__init__`` stores the parameters as given (``get_params``,
+    ``set_params`` and ``clone`` work), ``fit`` validates them, and ``score`` is the accuracy,
+    so ``cross_val_score`` and ``Pipeline`` work.
+    """
 
     def fit(self, X, y):
-        """Fit on X (n, d) and labels y: ±1 (binary), or > 2 distinct labels (one-vs-rest)."""
+        """Fit on X (n, d) and labels y: any two labels (binary; the larger one is the positive
+        class), or more (one-vs-rest)."""
+        self._validate_params_()
         X = ro._matrix(X, "X")
         if X.shape[0] < 2:
             raise ValueError(f"X must have at least 2 rows (training points), got {X.shape[0]}")
         y = _check_y(y, X.shape[0])
         classes, self.n_features_in_ = np.unique(y), X.shape[1]
+        if len(classes) < 2:
+            raise ValueError(f"y must hold at least 2 distinct labels, got {classes.tolist()}")
+        self.classes_ = classes
         if len(classes) > 2:
-            self.classes_, self.estimators_ = classes, []
+            self.estimators_ = []
             for c in classes:  # same seed for every class: the first random lift is shared
                 est = copy.copy(self)
-                est.classes_, est.estimators_ = np.array([-1.0, 1.0]), None
+                est.estimators_ = None
                 self.estimators_.append(est._fit_binary(X, np.where(y == c, 1.0, -1.0)))
         else:
-            self.classes_, self.estimators_ = np.array([-1.0, 1.0]), None
-            self._fit_binary(X, _pm1(y))
+            self.estimators_ = None
+            self._fit_binary(X, np.where(y == classes[1], 1.0, -1.0))
         return self
 
     def _fitted(self, X):
@@ -442,9 +443,10 @@ class _LoFiBase:
                 np.column_stack([e._decision(X) for e in self.estimators_])
 
     def predict(self, X):
-        """Labels: ±1 (binary; score 0 maps to +1) or ``classes_[argmax of the scores]``."""
+        """Labels from ``classes_``: binary ``classes_[1]`` where the score is >= 0, else
+        ``classes_[0]``; one-vs-rest ``classes_[argmax of the scores]``."""
         score = self.decision_function(X)
-        return np.where(score >= 0, 1.0, -1.0) if self.estimators_ is None else \
+        return self.classes_[(score >= 0).astype(int)] if self.estimators_ is None else \
             self.classes_[np.argmax(score, axis=1)]
 
     def transform(self, X):
@@ -476,6 +478,30 @@ def _make_readout(readout):
     if isinstance(readout, (ro.RidgeReadout, ro.LogisticReadout)):
         return copy.deepcopy(readout)  # a fresh, unfitted copy per fit
     raise ValueError(f"readout must be 'ridge', 'logistic' or a readout instance, got {readout!r}")
+
+
+def check_layers(layers) -> list:
+    """LoFi layers as checked ``(P, k)`` integer pairs with ``1 <= k <= P``.
+
+    P and k are never truncated: ``(50.7, 5)`` is a TypeError, not ``(50, 5)``.
+
+    Examples
+    --------
+    >>> check_layers([(60, np.int64(3))])
+    [(60, 3)]
+    """
+    msg = f"layers must be a non-empty list of (P, k) with 1 <= k <= P, got {layers!r}"
+    try:
+        pairs = [tuple(layer) for layer in layers]
+    except TypeError:
+        raise TypeError(msg) from None
+    if not pairs or any(len(pair) != 2 for pair in pairs):
+        raise ValueError(msg)
+    out = [(check_int(P, f"layers[{i}] width P", low=1), check_int(k, f"layers[{i}] k", low=1))
+           for i, (P, k) in enumerate(pairs)]
+    if any(k > P for P, k in out):
+        raise ValueError(msg)
+    return out
 
 
 class LoFi(_LoFiBase):
@@ -513,41 +539,35 @@ class LoFi(_LoFiBase):
 
     def __init__(self, layers, activation="relu", first_moment: bool = False,
                  readout="ridge", seed: int = 0, eig: str = "auto"):
-        msg = f"layers must be a non-empty list of (P, k) with 1 <= k <= P, got {layers!r}"
-        try:
-            pairs = [tuple(layer) for layer in layers]
-        except TypeError:
-            raise TypeError(msg) from None
-        if not pairs or any(len(pair) != 2 for pair in pairs):
-            raise ValueError(msg)
-        # P and k are never truncated: (50.7, 5) is an error, not (50, 5)
-        layers = [(check_int(P, f"layers[{i}] width P", low=1),
-                   check_int(k, f"layers[{i}] k", low=1)) for i, (P, k) in enumerate(pairs)]
-        if any(k > P for P, k in layers):
-            raise ValueError(msg)
-        if not isinstance(eig, str) or eig not in _EIG_METHODS:
-            raise ValueError(f"eig must be one of {_EIG_METHODS}, got {eig!r}")
-        _make_readout(readout)
-        self.layers, self.activation = layers, as_activation(activation)
-        self.first_moment = check_bool(first_moment, "first_moment")
-        self.readout = readout
+        self.layers, self.activation, self.first_moment = layers, activation, first_moment
+        self.readout, self.seed, self.eig = readout, seed, eig
+
+    def _validate_params_(self):
+        """The checked parameters, as fitted attributes ``layers_``, ``activation_`` ..."""
+        self.layers_ = check_layers(self.layers)
+        if not isinstance(self.eig, str) or self.eig not in _EIG_METHODS:
+            raise ValueError(f"eig must be one of {_EIG_METHODS}, got {self.eig!r}")
+        _make_readout(self.readout)
+        self.activation_ = as_activation(self.activation)
+        self.first_moment_ = check_bool(self.first_moment, "first_moment")
         # default_rng([seed, layer]) needs an integer >= 0
-        self.seed, self.eig = check_int(seed, "seed", low=0), eig
+        self.seed_ = check_int(self.seed, "seed", low=0)
 
     def _lift(self, h, W, c):
-        return self.activation((h / c) @ W) / np.sqrt(W.shape[1])
+        return self.activation_((h / c) @ W) / np.sqrt(W.shape[1])
 
     def _fit_binary(self, X, y):
         self.norms_, self.weights_, filters, h = [], [], [], X
-        for layer, (P, k) in enumerate(self.layers):
+        for layer, (P, k) in enumerate(self.layers_):
             c = safe_rms(h)  # no overflow for X of 1e200, no underflow for 1e-200
             if not c > 0:
                 raise ValueError(f"X gives an all-zero representation at layer {layer}")
             # one generator per layer, drawn neuron by neuron: for a fixed seed the first P
             # neurons of a wider layer are those of a narrower one (nested width sweeps)
-            W = np.random.default_rng([self.seed, layer]).standard_normal((P, h.shape[1])).T
+            W = np.random.default_rng([self.seed_, layer]).standard_normal((P, h.shape[1])).T
             filters.append(spectral_filter(self._lift(h, W, c), y, k, eig=self.eig,
-                                           first_moment=self.first_moment, seed=self.seed + layer))
+                                           first_moment=self.first_moment_,
+                                           seed=self.seed_ + layer))
             self.norms_.append(c)
             self.weights_.append(W)
             h = filters[-1].features
@@ -608,23 +628,31 @@ class LoFiKernel(_LoFiBase):
 
     def __init__(self, ks, activation="relu", first_moment: bool = False, ridge="loo",
                  final_lift: bool = False, lambdas=ro.DEFAULT_LAMBDAS, clip: float = 1e-6):
+        self.ks, self.activation, self.first_moment, self.ridge = ks, activation, first_moment, ridge
+        self.final_lift, self.lambdas, self.clip = final_lift, lambdas, clip
+
+    def _validate_params_(self):
+        """The checked parameters, as fitted attributes ``ks_``, ``activation_`` ..."""
+        ks = self.ks
         ks = list(ks) if np.iterable(ks) and not isinstance(ks, str) else [ks]
         if not ks:
             raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
-        ks = [check_int(k, f"ks[{i}]", low=1) for i, k in enumerate(ks)]
-        if isinstance(ridge, str):
-            if ridge not in ("loo", "gcv"):
-                raise ValueError(f"ridge must be 'loo', 'gcv' or a positive float, got {ridge!r}")
+        self.ks_ = [check_int(k, f"ks[{i}]", low=1) for i, k in enumerate(ks)]
+        if isinstance(self.ridge, str):
+            if self.ridge not in ("loo", "gcv"):
+                raise ValueError(f"ridge must be 'loo', 'gcv' or a positive float, got "
+                                 f"{self.ridge!r}")
+            self.ridge_ = self.ridge
         else:
-            ridge = check_real(ridge, "ridge", low=0.0, low_open=True)
-        self.ks, self.activation = ks, as_activation(activation)
-        self.first_moment = check_bool(first_moment, "first_moment")
-        self.final_lift = check_bool(final_lift, "final_lift")
-        ro._lambdas(lambdas)  # checked now, so that a bad grid is reported before any fit
-        self.ridge, self.lambdas, self.clip = ridge, lambdas, _check_clip(clip)
+            self.ridge_ = check_real(self.ridge, "ridge", low=0.0, low_open=True)
+        self.activation_ = as_activation(self.activation)
+        self.first_moment_ = check_bool(self.first_moment, "first_moment")
+        self.final_lift_ = check_bool(self.final_lift, "final_lift")
+        self.lambdas_ = ro._lambdas(self.lambdas)
+        self.clip_ = _check_clip(self.clip)
 
     def _kernel(self, q11, q12, q22):
-        return dual_kernel_numeric(self.activation, q11, q12, q22)
+        return dual_kernel_numeric(self.activation_, q11, q12, q22)
 
     def _train_kernel(self, q):
         """Dual kernel on the upper triangle only (quadrature activations pay per entry)."""
@@ -635,17 +663,18 @@ class LoFiKernel(_LoFiBase):
         return K
 
     def _fit_binary(self, X, y):
-        if max(self.ks) > X.shape[0]:
-            raise ValueError(f"ks={self.ks}: each k must be <= n={X.shape[0]} (the kernel's size)")
+        if max(self.ks_) > X.shape[0]:
+            raise ValueError(f"ks={self.ks_}: each k must be <= n={X.shape[0]} (the kernel's "
+                             "size)")
         self.input_norm_ = safe_rms(X)  # no overflow for X of 1e200, no underflow for 1e-200
         if not self.input_norm_ > 0:
             raise ValueError("X must not be all zeros")
         self.X_train_ = X
         q = _normalized_gram(X, X, self.input_norm_)
         filters, self.norms_ = [], []
-        for layer, k in enumerate(self.ks):
-            filters.append(kernel_filter(self._train_kernel(q), y, k, clip=self.clip,
-                                         first_moment=self.first_moment))
+        for layer, k in enumerate(self.ks_):
+            filters.append(kernel_filter(self._train_kernel(q), y, k, clip=self.clip_,
+                                         first_moment=self.first_moment_))
             F = filters[-1].features
             self.norms_.append(safe_rms(F))
             if not self.norms_[-1] > 0:
@@ -654,10 +683,10 @@ class LoFiKernel(_LoFiBase):
         names = ("coefs", "eigenvalues", "spectrum", "features")
         self.coefs_, self.eigenvalues_, self.spectra_, self.features_ = (
             [getattr(f, a) for f in filters] for a in names)
-        fixed = not isinstance(self.ridge, str)
-        method, lam = ("loo", [float(self.ridge)]) if fixed else (self.ridge, self.lambdas)
+        fixed = not isinstance(self.ridge_, str)
+        method, lam = ("loo", [float(self.ridge_)]) if fixed else (self.ridge_, self.lambdas_)
         self.readout_ = ro.KernelRidgeReadout(method, lam).fit(self._train_kernel(q), y) \
-            if self.final_lift else ro.RidgeReadout(method, lam).fit(self.features_[-1], y)
+            if self.final_lift_ else ro.RidgeReadout(method, lam).fit(self.features_[-1], y)
         return self
 
     def _cross(self, f, F, c):
@@ -679,5 +708,5 @@ class LoFiKernel(_LoFiBase):
         return self._layers(X)[0]
 
     def _readout_input(self, X):
-        feats, K = self._layers(X, self.final_lift)
-        return K if self.final_lift else feats[-1]
+        feats, K = self._layers(X, self.final_lift_)
+        return K if self.final_lift_ else feats[-1]

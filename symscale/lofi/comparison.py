@@ -36,7 +36,7 @@ import numpy as np
 from ..activations import as_activation
 from ..deep_ntk._norms import safe_rms
 from ..validation import check_int, check_real
-from .algorithm import LoFi
+from .algorithm import LoFi, check_layers
 from .readout import KernelRidgeReadout, NotFittedError, RidgeReadout, _matrix, _targets
 
 _METHODS = ("lofi", "rf_same", "rf_wide", "nngp", "mlp")
@@ -179,7 +179,7 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
     seeds = [check_int(seed, "seeds", low=0) for seed in seeds]
     n_test = check_int(n_test, "n_test", low=1)
     mlp_steps = check_int(mlp_steps, "mlp_steps", low=0)
-    lofi_layers = LoFi(list(lofi_layers)).layers  # checked (P, k) pairs
+    lofi_layers = check_layers(list(lofi_layers))
     out = Comparison()
     k_last, p_first = lofi_layers[-1][1], lofi_layers[0][0]
     for n in sizes:

@@ -31,34 +31,34 @@ X, Y = _task()
 
 
 @pytest.mark.parametrize("build, error, name", [
-    (lambda: LoFi(layers=[(50.7, 5)]), TypeError, "layers"),
-    (lambda: LoFi(layers=[(50, 5.0)]), TypeError, "layers"),
-    (lambda: LoFi(layers=[(True, 1)]), TypeError, "layers"),
-    (lambda: LoFi(layers=[("50", 5)]), TypeError, "layers"),
-    (lambda: LoFi(layers=[(50, 0)]), ValueError, "layers"),
-    (lambda: LoFi(layers=[(5, 50)]), ValueError, "layers"),
-    (lambda: LoFi(layers=[(50, 5, 1)]), ValueError, "layers"),
-    (lambda: LoFi(layers=[]), ValueError, "layers"),
-    (lambda: LoFi(layers=5), TypeError, "layers"),
-    (lambda: LoFi([(50, 5)], seed=-1), ValueError, "seed"),
-    (lambda: LoFi([(50, 5)], seed=1.5), TypeError, "seed"),
-    (lambda: LoFi([(50, 5)], seed=True), TypeError, "seed"),
-    (lambda: LoFi([(50, 5)], first_moment="no"), TypeError, "first_moment"),
-    (lambda: LoFi([(50, 5)], eig=None), ValueError, "eig"),
-    (lambda: LoFiKernel([3], clip=-1), ValueError, "clip"),
-    (lambda: LoFiKernel([3], clip=0.0), ValueError, "clip"),
-    (lambda: LoFiKernel([3], clip=2.0), ValueError, "clip"),
-    (lambda: LoFiKernel([3], clip=np.nan), ValueError, "clip"),
-    (lambda: LoFiKernel([3], clip="1e-6"), TypeError, "clip"),
-    (lambda: LoFiKernel([3], ridge=np.inf), ValueError, "ridge"),
-    (lambda: LoFiKernel([3], ridge=True), TypeError, "ridge"),
-    (lambda: LoFiKernel([3], ridge="cv"), ValueError, "ridge"),
-    (lambda: LoFiKernel([2.0]), TypeError, "ks"),
-    (lambda: LoFiKernel([True]), TypeError, "ks"),
-    (lambda: LoFiKernel([]), ValueError, "ks"),
-    (lambda: LoFiKernel([2], lambdas=[-1.0]), ValueError, "lambdas"),
-    (lambda: LoFiKernel([2], lambdas=["a"]), TypeError, "lambdas"),
-    (lambda: LoFiKernel([2], final_lift=1), TypeError, "final_lift"),
+    (lambda: LoFi(layers=[(50.7, 5)]).fit(X, Y), TypeError, "layers"),
+    (lambda: LoFi(layers=[(50, 5.0)]).fit(X, Y), TypeError, "layers"),
+    (lambda: LoFi(layers=[(True, 1)]).fit(X, Y), TypeError, "layers"),
+    (lambda: LoFi(layers=[("50", 5)]).fit(X, Y), TypeError, "layers"),
+    (lambda: LoFi(layers=[(50, 0)]).fit(X, Y), ValueError, "layers"),
+    (lambda: LoFi(layers=[(5, 50)]).fit(X, Y), ValueError, "layers"),
+    (lambda: LoFi(layers=[(50, 5, 1)]).fit(X, Y), ValueError, "layers"),
+    (lambda: LoFi(layers=[]).fit(X, Y), ValueError, "layers"),
+    (lambda: LoFi(layers=5).fit(X, Y), TypeError, "layers"),
+    (lambda: LoFi([(50, 5)], seed=-1).fit(X, Y), ValueError, "seed"),
+    (lambda: LoFi([(50, 5)], seed=1.5).fit(X, Y), TypeError, "seed"),
+    (lambda: LoFi([(50, 5)], seed=True).fit(X, Y), TypeError, "seed"),
+    (lambda: LoFi([(50, 5)], first_moment="no").fit(X, Y), TypeError, "first_moment"),
+    (lambda: LoFi([(50, 5)], eig=None).fit(X, Y), ValueError, "eig"),
+    (lambda: LoFiKernel([3], clip=-1).fit(X, Y), ValueError, "clip"),
+    (lambda: LoFiKernel([3], clip=0.0).fit(X, Y), ValueError, "clip"),
+    (lambda: LoFiKernel([3], clip=2.0).fit(X, Y), ValueError, "clip"),
+    (lambda: LoFiKernel([3], clip=np.nan).fit(X, Y), ValueError, "clip"),
+    (lambda: LoFiKernel([3], clip="1e-6").fit(X, Y), TypeError, "clip"),
+    (lambda: LoFiKernel([3], ridge=np.inf).fit(X, Y), ValueError, "ridge"),
+    (lambda: LoFiKernel([3], ridge=True).fit(X, Y), TypeError, "ridge"),
+    (lambda: LoFiKernel([3], ridge="cv").fit(X, Y), ValueError, "ridge"),
+    (lambda: LoFiKernel([2.0]).fit(X, Y), TypeError, "ks"),
+    (lambda: LoFiKernel([True]).fit(X, Y), TypeError, "ks"),
+    (lambda: LoFiKernel([]).fit(X, Y), ValueError, "ks"),
+    (lambda: LoFiKernel([2], lambdas=[-1.0]).fit(X, Y), ValueError, "lambdas"),
+    (lambda: LoFiKernel([2], lambdas=["a"]).fit(X, Y), TypeError, "lambdas"),
+    (lambda: LoFiKernel([2], final_lift=1).fit(X, Y), TypeError, "final_lift"),
     (lambda: RidgeReadout(per_output="yes"), TypeError, "per_output"),
     (lambda: RidgeReadout(method=None), ValueError, "method"),
     (lambda: LogisticReadout(C=True), TypeError, r"C"),
@@ -148,9 +148,9 @@ def test_bad_input(call, error, name):
 def test_numpy_integers_are_accepted():
     a = LoFi(layers=[(np.int64(60), np.int32(3))], seed=np.int64(2)).fit(X, Y)
     b = LoFi(layers=[(60, 3)], seed=2).fit(X, Y)
-    assert a.layers == [(60, 3)]
+    assert a.layers_ == [(60, 3)]
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
-    assert LoFiKernel(ks=[np.int64(3)]).ks == [3]
+    assert LoFiKernel(ks=[np.int64(3)]).fit(X, Y).ks_ == [3]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -191,12 +191,13 @@ def test_kernel_filter_rejects_bad_arguments(name, data):
 @given(bad=st.sampled_from([[(50.7, 2)], [(8, 2.5)], [(True, 1)], [(4, 0)], [(4, 5)], [],
                             [(-3, 1)], "8,2", None, [(float("nan"), 2)]]))
 def test_lofi_rejects_bad_layers(bad):
-    assert_bad_input("layers", lambda: LoFi(bad))
+    # scikit-learn contract: the constructor stores, fit validates
+    assert_bad_input("layers", lambda: LoFi(bad).fit(Z_GOOD, Y_GOOD))
 
 
 @given(bad=st.sampled_from([[0], [2.5], [True], [], "2", None, [float("nan")], [-1]]))
 def test_lofi_kernel_rejects_bad_ks(bad):
-    assert_bad_input("ks", lambda: LoFiKernel(bad))
+    assert_bad_input("ks", lambda: LoFiKernel(bad).fit(Z_GOOD, Y_GOOD))
 
 
 @given(name=st.sampled_from(["ridge", "clip"]), data=st.data())
@@ -204,7 +205,7 @@ def test_lofi_kernel_rejects_bad_options(name, data):
     bad = data.draw(st.sampled_from(["ridgecv", None, -1.0, 0.0, float("nan"), True])
                     if name == "ridge" else st.sampled_from([0.0, -1e-6, 1.5, float("nan"),
                                                              "1e-6", None, True]))
-    assert_bad_input(name, lambda: LoFiKernel([1], **{name: bad}))
+    assert_bad_input(name, lambda: LoFiKernel([1], **{name: bad}).fit(Z_GOOD, Y_GOOD))
 
 
 @given(name=st.sampled_from(["eig", "readout", "seed"]), data=st.data())
