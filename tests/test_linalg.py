@@ -74,6 +74,9 @@ def test_softmax_is_stable_and_causal():
     ("symscale.lofi.emergence", "noise_floor", "symscale.lofi.spike_threshold"),
     ("symscale.deep_ntk", "empirical_ntk", "symscale.deep_ntk.model_ntk"),
     ("symscale.deep_ntk.training", "empirical_ntk", "symscale.deep_ntk.model_ntk"),
+    ("symscale.cumulants.mlp", "RandomMLP", "symscale.cumulants.RandomMLP"),
+    ("symscale.cumulants.mlp", "ground_truth", "symscale.cumulants.ground_truth"),
+    ("symscale.cumulants.mlp", "mse_over_var", "symscale.cumulants.mse_over_var"),
 ])
 def test_renamed_names_still_work_and_warn(module, old, new):
     import importlib

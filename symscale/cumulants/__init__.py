@@ -6,14 +6,16 @@ Layers: :mod:`~symscale.cumulants.diagrams` (the symbolic diagram sums),
 :mod:`~symscale.cumulants.state` (tracked cumulants, the exact linear step),
 :mod:`~symscale.cumulants.nonlinear` (the diagram-sum step), :mod:`~symscale.cumulants.propagate`
 (the estimators), :mod:`~symscale.cumulants.factored`, :mod:`~symscale.cumulants.tails`,
-:mod:`~symscale.cumulants.mlp` (networks, Monte Carlo, ground truth; its disk cache is
-:mod:`~symscale.cumulants.cache`), :mod:`~symscale.cumulants.scores` (MSE/Var) and
+:mod:`~symscale.cumulants.network` (the fixed random MLP),
+:mod:`~symscale.cumulants.sampling`, :mod:`~symscale.cumulants.reference` (seeded, dask,
+its disk cache is :mod:`~symscale.cumulants.cache`), :mod:`~symscale.cumulants.scores` (MSE/Var) and
 :mod:`~symscale.cumulants.sweep` (tables and plots).
 """
 
 from .diagrams import Diagram, diagram_counts, diagrams, pattern_in_power_cumulants
-from .mlp import (GroundTruthCacheError, GroundTruthCacheWarning, MonteCarloResult, RandomMLP,
-                  ground_truth, monte_carlo, random_mlp)
+from .reference import GroundTruthCacheError, GroundTruthCacheWarning, ground_truth
+from .sampling import MonteCarloResult, monte_carlo
+from .network import RandomMLP, random_mlp
 from .propagate import VARIANTS, Propagation, propagate
 from .scores import monte_carlo_mse_over_var, mse_over_var
 from .sweep import SweepTable, plot_mse_vs_depth, plot_mse_vs_flops, plot_mse_vs_width, sweep

@@ -1,7 +1,7 @@
 """The disk cache of :func:`~symscale.cumulants.ground_truth`: one checksummed file per run.
 
 ``ground_truth-<key[:32]>.npz`` holds the fold of batch summaries (``_Fold.to_arrays`` in
-:mod:`symscale.cumulants.mlp`), the run's identity (``run``: cache version, network fingerprint,
+:mod:`symscale.cumulants.reference`), the run's identity (``run``: cache version, network fingerprint,
 ``n_samples``, ``batch``, ``seed``; ``key`` is its SHA-256) and ``checksum``, the SHA-256 of every
 other array's name, dtype, shape and bytes. Writers write a temporary file
 ``<name>.<writer>.<pid>.<random>.tmp`` and rename it over the cache (atomic): readers see a whole

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validation import check_bool, check_choice, check_int
-from .mlp import _check_mlp
+from .network import _check_mlp
 from .nonlinear import _check_cumulants, nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 

@@ -2,7 +2,7 @@ r"""The score of an estimate of :math:`\mathbb E[M(X)]` against a reference: MSE
 
 :func:`mse_over_var` is the error of an estimate in units of the per-sample variance (``1/N``
 on average for a Monte Carlo mean over ``N`` samples); :func:`monte_carlo_mse_over_var` is that
-Monte Carlo line at a flop budget. Both are re-exported by :mod:`symscale.cumulants.mlp`.
+Monte Carlo line at a flop budget. Both are exported by :mod:`symscale.cumulants`.
 """
 
 from __future__ import annotations

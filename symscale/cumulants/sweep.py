@@ -24,7 +24,8 @@ import numpy as np
 
 from ..metrics.rates import fit_loglog_slope
 from ..validation import check_bool, check_int
-from .mlp import RandomMLP, ground_truth
+from .reference import ground_truth
+from .network import RandomMLP
 from .propagate import VARIANTS, propagate
 from .scores import mse_over_var
 

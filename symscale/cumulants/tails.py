@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validation import check_real
-from .mlp import _check_mlp
+from .network import _check_mlp
 from .nonlinear import nonlinear_step
 from .propagate import _check_estimator, propagate
 from .state import Tracking

@@ -10,7 +10,7 @@ from .._deprecation import deprecated_names
 from .builders import attention_block, layernorm_mlp, mlp, resnet, rnn
 from .finite import FiniteRun, run_finite
 from .infinite import InfiniteRun, run_infinite
-from .kernel_fn import KernelFn, kernel_fn
+from .kernel_function import KernelFn, kernel_fn
 from .ntk import empirical_ntk, infinite_ntk
 from .program import (
     Attention,

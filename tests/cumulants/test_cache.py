@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from symscale.cumulants import cache
-from symscale.cumulants import mlp as mod
-from symscale.cumulants.mlp import (GroundTruthCacheError, GroundTruthCacheWarning, RandomMLP,
+from symscale.cumulants import reference as mod
+from symscale.cumulants import (GroundTruthCacheError, GroundTruthCacheWarning, RandomMLP,
                                     ground_truth)
 
 N, BATCH, SEED = 3000, 250, 2  # 12 batches
@@ -313,7 +313,7 @@ def test_orphan_temporaries_are_removed_and_live_ones_kept(tmp_path, plain):
 
 _KILLED_WRITER = """
 import io, sys, time
-from symscale.cumulants import cache, mlp as mod
+from symscale.cumulants import cache, reference as mod
 mod._SAVE_EVERY_BATCHES = 2
 real, calls = cache._write_npz, []
 
@@ -361,7 +361,7 @@ def test_writer_killed_mid_write_leaves_nothing_that_trips_a_later_run(tmp_path,
 _CONCURRENT = """
 import sys
 import numpy as np
-from symscale.cumulants import mlp as mod
+from symscale.cumulants import reference as mod
 mod._SAVE_EVERY_BATCHES = 1
 net = mod.RandomMLP.random(5, 2, "relu", bias_var=0.2, seed=1, input_dim=3, output_dim=2)
 r = mod.ground_truth(net, %d, seed=%d, batch=%d, cache_dir=sys.argv[1], progress=False)

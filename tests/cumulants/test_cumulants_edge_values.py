@@ -10,7 +10,7 @@ import pytest
 from symscale.cumulants import (RandomMLP, diagram_counts, diagrams, ground_truth, monte_carlo,
                                 monte_carlo_mse_over_var, mse_over_var,
                                 pattern_in_power_cumulants, propagate, sweep, tail_probability)
-from symscale.cumulants import mlp as mod
+from symscale.cumulants import sampling
 from symscale.cumulants.diagrams import integer_partitions
 from symscale.cumulants.state import Cumulants, Tracking, linear_step
 
@@ -58,7 +58,7 @@ def test_sampling_variance_overflow_raises():
     # pooling two finite batch summaries whose means differ by 2e200
     a, b = (2, np.array([1e200]), np.zeros(1)), (2, np.array([-1e200]), np.zeros(1))
     with pytest.raises(FloatingPointError, match="variance of output 0 over 4 samples"):
-        mod._checked_merge(a, b)
+        sampling._checked_merge(a, b)
 
 
 def test_activation_overflow_names_the_activation():

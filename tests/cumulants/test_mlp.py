@@ -14,8 +14,8 @@ from scipy.special import ndtr
 
 import symscale as ss
 from symscale.cumulants import cache
-from symscale.cumulants import mlp as mod
-from symscale.cumulants.mlp import (MonteCarloResult, RandomMLP, ground_truth, monte_carlo,
+from symscale.cumulants import network, reference as mod, sampling
+from symscale.cumulants import (MonteCarloResult, RandomMLP, ground_truth, monte_carlo,
                                     monte_carlo_mse_over_var, mse_over_var, random_mlp)
 
 
@@ -88,7 +88,7 @@ def test_he_init_rejects_degenerate_second_moment(monkeypatch):
     RandomMLP.random(4, 1, zero, init="standard")  # no moment needed
     RandomMLP.random(4, 0, zero)  # no hidden layer: no moment needed
     for bad in (math.inf, math.nan):
-        monkeypatch.setattr(mod, "gaussian_moment_numeric", lambda *a, v=bad, **k: v)
+        monkeypatch.setattr(network, "gaussian_moment_numeric", lambda *a, v=bad, **k: v)
         with pytest.raises(ValueError, match="E\\[phi"):
             RandomMLP.random(4, 1, "relu")
 
@@ -312,7 +312,7 @@ def test_ground_truth_equals_one_shot_on_seeded_batches(small):
 
 def test_fold_is_order_independent_and_round_trips():
     rng = np.random.default_rng(0)
-    stats = [mod._summary(rng.standard_normal((int(rng.integers(1, 9)), 3))) for _ in range(12)]
+    stats = [sampling._summary(rng.standard_normal((int(rng.integers(1, 9)), 3))) for _ in range(12)]
     ordered, shuffled = mod._Fold(3), mod._Fold(3)
     for i, s in enumerate(stats):
         ordered.add(i, s)
@@ -431,7 +431,7 @@ def test_ground_truth_dask_is_bit_identical(small, tmp_path):
 
 def test_package_imports_and_runs_without_dask():
     code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
-            "from symscale.cumulants.mlp import RandomMLP, ground_truth\n"
+            "from symscale.cumulants import RandomMLP, ground_truth\n"
             "r = ground_truth(RandomMLP.random(3, 1), 100, batch=30, progress=False)\n"
             "print(r.n_samples, 'dask' in sys.modules and sys.modules['dask'] is not None)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
