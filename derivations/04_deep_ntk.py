@@ -17,7 +17,7 @@ import numpy as np
 
 from symscale.deep_ntk import (angle_asymptotics, correction_fit, depth_limit, normalized_ntk,
                                phase_limit)
-from symscale.deep_ntk import datasets as ds
+from symscale import datasets as ds
 from symscale.deep_ntk import spectra
 
 TITLE = "The NTK at large width and depth"

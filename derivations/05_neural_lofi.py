@@ -118,7 +118,7 @@ def _emergence(section, quick):
 
 def _real_data(section, quick):
     try:
-        from symscale.deep_ntk.datasets import digits_binary
+        from symscale.datasets import digits_binary
 
         digits_binary(10, 10, seed=0)
     except ImportError:

@@ -7,6 +7,8 @@ goes through these functions, so they all accept and refuse the same matrices.
 * :data:`PSD_RTOL`: a matrix is symmetric when ``|M - M^T| <= PSD_RTOL * max|M|`` and positive
   semi-definite when its smallest eigenvalue is ``>= -PSD_RTOL * max|eigenvalue|``. Round-off
   of matrices built in float64 (Gram matrices, kernels through quadrature) is far below it.
+* ``row_norms`` and ``safe_rms`` scale before squaring (rows of 1e±200 neither overflow nor
+  underflow).
 * Square roots clip eigenvalues at round-off level of the largest (``P * eps * top``) to 0:
   their sign is noise, and ``sqrt(1e-17) = 3e-9`` would make duplicate inputs differ.
 
@@ -25,11 +27,14 @@ array([[1. , 0. ],
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .validation import check_array
 
-__all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "softmax"]
+__all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "softmax",
+           "row_norms", "safe_rms"]
 
 #: The one round-off tolerance of the PSD and symmetry checks (relative to the largest
 #: |eigenvalue| and the largest |entry|).
@@ -158,3 +163,31 @@ def softmax(logits, axis: int = -1, *, causal: bool = False) -> np.ndarray:
     np.exp(L, out=L)
     L /= L.sum(axis=axis, keepdims=True)
     return L
+
+
+def row_norms(X: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the rows without overflow or underflow (rows of 1e200 or 1e-200).
+
+    Examples
+    --------
+    >>> row_norms(np.array([[3e200, 4e200], [0.0, 0.0]]))
+    array([5.e+200, 0.e+00])
+    """
+    scale = np.abs(X).max(axis=1, initial=0.0)
+    safe = np.where(scale > 0, scale, 1.0)
+    return scale * np.linalg.norm(X / safe[:, None], axis=1)
+
+
+def safe_rms(X: np.ndarray) -> float:
+    """``sqrt(mean_i ||x_i||^2)`` without overflow or underflow (0 only for X = 0).
+
+    Examples
+    --------
+    >>> safe_rms(np.array([[3e-200, 4e-200]]))
+    5e-200
+    """
+    scale = float(np.abs(X).max(initial=0.0))
+    if scale == 0.0:
+        return 0.0
+    Y = X / scale
+    return scale * math.sqrt(float(np.einsum("ij,ij->", Y, Y)) / X.shape[0])

@@ -77,6 +77,7 @@ def test_softmax_is_stable_and_causal():
     ("symscale.cumulants.mlp", "RandomMLP", "symscale.cumulants.RandomMLP"),
     ("symscale.cumulants.mlp", "ground_truth", "symscale.cumulants.ground_truth"),
     ("symscale.cumulants.mlp", "mse_over_var", "symscale.cumulants.mse_over_var"),
+    ("symscale.deep_ntk.datasets", "sphere_points", "symscale.datasets.sphere_points"),
 ])
 def test_renamed_names_still_work_and_warn(module, old, new):
     import importlib

@@ -2,14 +2,13 @@
 
 Modules: :mod:`~symscale.deep_ntk.depth` (the normalized NTK recursion, its derived depth limit
 and :math:`\\ln L/L` correction, phases of other activations), :mod:`~symscale.deep_ntk.spectra`
-(Gram spectra, the depth scale, the gradient-flow predictor), :mod:`~symscale.deep_ntk.datasets`
-(sphere points, synthetic regression, digits, one-hot sequences) and
+(Gram spectra, the depth scale, the gradient-flow predictor) and
 :mod:`~symscale.deep_ntk.training` (a numpy NTK-parameterized MLP, gradient descent, feature
 movement against its linearization).
 """
 
 from .._deprecation import deprecated_names
-from . import datasets, spectra, training
+from . import datasets, spectra, training  # datasets: a deprecated alias of symscale.datasets
 from .depth import (CorrectionFit, DepthLimit, PhaseLimit, PrecisionWarning, angle_asymptotics,
                     correction_fit, depth_limit, normalized_ntk, phase_limit)
 from .spectra import (depth_scale, gradient_flow_predictor, limit_matrix, ntk_matrix,

@@ -35,8 +35,8 @@ import numpy as np
 from ..activations import as_activation
 from ..families import is_relu
 from ..kernels.recursions import mlp_kernels
+from ..linalg import row_norms
 from ..validation import check_array, check_bool, check_int, check_real
-from ._norms import row_norms
 from .depth import _float_ntk, _step
 
 __all__ = ["ntk_matrix", "limit_matrix", "spectrum_vs_depth", "depth_scale",
@@ -439,7 +439,7 @@ def test_error_grid(X_train, Y_train, X_test, Y_test, depths, times, lr=1.0,
 
     Examples
     --------
-    >>> from symscale.deep_ntk.datasets import sphere_regression
+    >>> from symscale.datasets import sphere_regression
     >>> Xtr, Ytr, Xte, Yte = sphere_regression(40, 40, d=3, seed=0)
     >>> g = test_error_grid(Xtr, Ytr, Xte, Yte, depths=[2, 5000], times=[1e3])
     >>> bool(g.mse[0, 0] < 0.5 * g.baseline_mean < g.mse[1, 0])

@@ -45,8 +45,8 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..activations import as_activation
-from ..deep_ntk._norms import safe_rms
 from ..kernels import dual_kernel_numeric
+from ..linalg import safe_rms
 from ..validation import check_bool, check_int, check_real, check_seed
 from . import readout as ro
 

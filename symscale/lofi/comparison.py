@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..activations import as_activation
-from ..deep_ntk._norms import safe_rms
+from ..linalg import safe_rms
 from ..validation import check_int, check_real
 from .algorithm import LoFi, check_layers
 from .readout import KernelRidgeReadout, NotFittedError, RidgeReadout, _matrix, _targets
@@ -162,7 +162,7 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
     ----------
     data : callable
         ``data(n_train, n_test, seed) -> (X_train, y_train, X_test, y_test)`` with ±1 labels,
-        e.g. :func:`symscale.deep_ntk.datasets.digits_binary`.
+        e.g. :func:`symscale.datasets.digits_binary`.
     sizes, seeds : sequences of int
     lofi_layers : sequence of (P, k)
         LoFi's layers; ``rf_same`` uses ``k`` of the last layer random features, ``rf_wide``

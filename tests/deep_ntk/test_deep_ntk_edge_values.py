@@ -15,7 +15,8 @@ import pytest
 
 from symscale.deep_ntk import (NTKMLP, correction_fit, model_ntk, normalized_ntk,
                                phase_limit, train_gd)
-from symscale.deep_ntk import datasets, spectra
+from symscale import datasets
+from symscale.deep_ntk import spectra
 
 EPS = np.finfo(float).eps
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 # modules, not names: `test_error_grid` / `TestErrorGrid` imported here would be collected
-from symscale.deep_ntk import datasets as ds
+from symscale import datasets as ds
 from symscale.deep_ntk import spectra as sp
 
 

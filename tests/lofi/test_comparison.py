@@ -10,7 +10,7 @@ from symscale.lofi.comparison import (Comparison, compare, early_stopped_mlp,
                                       first_layer_filters, nngp_ridge, random_feature_model)
 
 pytest.importorskip("sklearn")
-from symscale.deep_ntk.datasets import digits_binary  # noqa: E402
+from symscale.datasets import digits_binary  # noqa: E402
 
 
 def test_lofi_beats_the_same_size_lazy_random_feature_model():
