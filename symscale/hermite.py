@@ -45,6 +45,7 @@ from .validation import check_bool, check_int
 from .activations import Activation, as_activation
 from .errors import NoClosedFormError
 from .formula import CheckReport, CheckRow, Formula, sample_mean
+from .expectations import _mp_number, univariate_table
 from .gaussian import gaussian_expectation, gaussian_moments
 from .printing import latex
 
@@ -287,85 +288,18 @@ def _exact(act, order, mean, var, power):
 
 
 def _numeric(act, order, mean, var, power, dps):
+    """c_k at ``dps`` digits from the one univariate engine (:mod:`symscale.expectations`)."""
     mean_f, var_f = _float_or_none(mean), _float_or_none(var)
     if mean_f is None or var_f is None:
         raise ValueError("exact=False needs numeric mean and var")
-    f = act.mpmath
-    # He_k reaches sqrt(k!) in size while c_k k! may be far smaller: carry those digits too.
-    guard = 15 + int(0.5 * math.lgamma(order + 1) / math.log(10))
-    with mpmath.workdps(dps + guard):
-        mu, s = mpmath.mpf(mean), mpmath.sqrt(mpmath.mpf(var))
-        if var_f == 0:
-            integrals = [f(mu) ** power] + [mpmath.mpf(0)] * order
-        else:
-            def integrand(z):
-                w = f(mu + s * z) ** power * mpmath.npdf(z)
-                he = [mpmath.mpf(1), z]
-                for n in range(1, order):
-                    he.append(z * he[n] - n * he[n - 1])
-                return [w * h for h in he[: order + 1]]
-
-            kinks = [(mpmath.mpf(b) - mu) / s for b in act.kinks]
-            integrals = _integrate_vector(integrand, kinks, order, dps)
-        coeffs = [integrals[k] / mpmath.factorial(k) for k in range(order + 1)]
-    with mpmath.workdps(dps):
-        coeffs = [+c for c in coeffs]  # round to the requested precision
-    return HermiteExpansion(act, tuple(coeffs), mean, var, power, False, dps)
-
-
-def _integrate_vector(g, kinks, order, dps, max_depth=40):
-    """Integrals over the real line of the vector function g, by adaptive Gauss-Legendre.
-
-    The line is cut where the Gaussian tail is negligible, at the kinks of phi (each piece is then
-    smooth) and into unit pieces; a piece is bisected until the 24- and 48-node rules agree to
-    about 10^-(dps+3) of the natural scale sqrt(k!) of each entry.
-    """
-    prec = mpmath.mp.prec
-    rules = [_gl_rule(4, prec), _gl_rule(5, prec)]
-    scale = [mpmath.sqrt(mpmath.factorial(k)) for k in range(order + 1)]
-    tol = mpmath.mpf(10) ** (-(dps + 3))
-    # tail: extend the cut until the integrand is negligible at both ends
-    zmax = mpmath.sqrt(2 * math.log(10) * (mpmath.mp.dps + 5)) + math.sqrt(order + 1)
-    for _ in range(60):
-        ends = g(zmax) + g(-zmax)
-        if all(abs(v) <= tol * 1e-3 * scale[i % (order + 1)] for i, v in enumerate(ends)):
-            break
-        zmax *= 1.25
+    if var_f == 0:  # a point mass: c_0 = phi(mean)^power, nothing else
+        with mpmath.workdps(dps):
+            head = +(act.mpmath(_mp_number(mean, dps + 15)) ** power)
+        coeffs = [head] + [mpmath.mpf(0)] * order
     else:
-        raise FloatingPointError("the Gaussian integrand does not decay; is phi^power integrable?")
-    cuts = sorted({-zmax, zmax, *[k for k in kinks if -zmax < k < zmax]})
-    edges = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        n = max(1, int(mpmath.ceil(b - a)))
-        edges += [a + (b - a) * i / n for i in range(n)]
-    edges.append(cuts[-1])
-    total = [mpmath.mpf(0)] * (order + 1)
-    stack = [(a, b, 0) for a, b in zip(edges[:-1], edges[1:])]
-    while stack:
-        a, b, depth = stack.pop()
-        lo, hi = (_apply_rule(rule, g, a, b, order) for rule in rules)
-        if depth < max_depth and any(abs(x - y) > tol * sc for x, y, sc in zip(lo, hi, scale)):
-            mid = (a + b) / 2
-            stack += [(a, mid, depth + 1), (mid, b, depth + 1)]
-            continue
-        total = [t + v for t, v in zip(total, hi)]
-    return total
-
-
-@lru_cache(maxsize=32)
-def _gl_rule(degree, prec):
-    from mpmath.calculus.quadrature import GaussLegendre
-
-    return tuple(GaussLegendre(mpmath.mp).calc_nodes(degree, prec))
-
-
-def _apply_rule(rule, g, a, b, order):
-    half, mid = (b - a) / 2, (a + b) / 2
-    acc = [mpmath.mpf(0)] * (order + 1)
-    for x, w in rule:
-        vals = g(mid + half * x)
-        acc = [s + w * v for s, v in zip(acc, vals)]
-    return [half * s for s in acc]
+        table = univariate_table(act, mean, var, order, power, method="quadrature", dps=dps)
+        coeffs = list(table.hermite[power, :, 0])
+    return HermiteExpansion(act, tuple(coeffs), mean, var, power, False, dps)
 
 
 # ---------------------------------------------------------------------------------------------

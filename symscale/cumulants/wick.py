@@ -8,7 +8,9 @@ around a local Gaussian reference :math:`G_i\sim\mathcal N(\mu_i,\sigma_i^2)`; t
 
 with derivatives in the distributional sense (``relu'' = delta``) and :math:`He_k` the
 probabilists' Hermite polynomials (Gaussian integration by parts; normalization as in
-:mod:`symscale.hermite`). :func:`wick_table` computes them
+:mod:`symscale.hermite`). :func:`wick_table` reads them from the one univariate engine,
+:func:`symscale.expectations.univariate_table` (which also serves
+``hermite_coefficients(exact=False)``, so :math:`w_k = k!\,\sigma^{-k} c_k` by construction):
 
 * exactly for piecewise-polynomial activations (relu, leaky_relu, abs, step, sign, polynomials
   and any registered Max/Min/Abs/Heaviside/Piecewise expression with polynomial pieces): each
@@ -32,33 +34,22 @@ array([0.39894228, 0.5       , 0.39894228])
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import scipy.special as sps
 import sympy as sp
 
-from .._symbolic import X, pieces
-from ..activations import Activation, as_activation
-from ..errors import NoClosedFormError
+from ..expectations import univariate_table
 from ..formula import Formula, Variable
 from ..hermite import hermite_he
-from ..validation import check_array, check_finite, check_int
+from ..validation import check_int
 
 __all__ = ["wick_table", "relu_gaussian_mean", "relu_gaussian_second_moment",
            "relu_derivative_mean", "relu_bivariate_moment", "relu_bivariate_moment_numeric",
            "BivariateNormalCDF", "bivariate_normal_cdf"]
 
-_METHODS = ("auto", "exact", "quadrature")
 _SQRT_2PI = math.sqrt(2 * math.pi)
-#: Quadrature: z in [-Z_MAX, Z_MAX] (phi(12) ~ 1e-32), unit panels of PANEL_NODES Gauss-Legendre
-#: nodes, plus panel ends at the kinks and at graded points around x = 0, where activations
-#: bend or have their complex singularities (tanh: +-i pi/2), so a large variance stays resolved.
-_Z_MAX = 12.0
-_PANEL_NODES = 16
-_X_BREAKS = np.array([0.0] + [s * 2.0**e for e in range(-2, 5) for s in (-1.0, 1.0)])
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(_PANEL_NODES)
 
 
 def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
@@ -114,256 +105,8 @@ def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
     >>> w.shape, round(float(w[2, 0, 0]), 6)          # E tanh(Z)^2
     ((3, 2, 3), 0.394294)
     """
-    act = as_activation(act)
-    if not act.is_numeric:
-        raise ValueError(f"act={act.label} has symbolic parameters; give them numbers")
-    mean, var = _moments(mean, var)
-    k_max, p_max = check_int(k_max, "k_max", low=0), check_int(p_max, "p_max", low=0)
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    parts = _polynomial_pieces(act) if method != "quadrature" else None
-    if method == "exact" and parts is None:
-        raise ValueError(f"method='exact' needs a piecewise-polynomial activation, not "
-                         f"{act.label}; use method='quadrature' or 'auto'")
-    sd = np.sqrt(var)
-    with np.errstate(all="ignore"):
-        if mean.size == 0:
-            w = np.zeros((p_max + 1, k_max + 1, 0))
-            used = "exact" if parts is not None else "quadrature"
-        elif parts is not None:
-            w, used = _exact(parts, mean, sd, k_max, p_max), "exact"
-        else:
-            w, used = _quadrature(act, mean, sd, k_max, p_max), "quadrature"
-    _check_finite(w, act, mean, var)
-    return (w, used) if return_method else w
-
-
-# ---------------------------------------------------------------------------------------------
-# validation
-
-
-def _moments(mean, var):
-    # check_array, not np.asarray(dtype=float): that would read "1" or True as 1.0
-    m, v = check_array(mean, "mean", finite=False), check_array(var, "var", finite=False)
-    for name, a in (("mean", m), ("var", v)):
-        if a.ndim > 1:
-            raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {a.shape}")
-    m, v = m.reshape(-1), v.reshape(-1)
-    if m.shape != v.shape:
-        raise ValueError(f"mean and var must have the same length, got {m.size} and {v.size}")
-    check_finite(m, "mean")
-    check_finite(v, "var")
-    if (v <= 0).any():
-        i = int(np.argmax(v <= 0))
-        raise ValueError(f"var must be > 0, got {float(v[i])!r} at index {i}")
-    return m, v
-
-
-def _check_finite(w, act, mean, var):
-    bad = ~np.isfinite(w)
-    if bad.any():
-        p, k, i = (int(j[0]) for j in np.nonzero(bad))
-        raise FloatingPointError(
-            f"E[({act.label}^{p})^({k})(G)] is not finite in float64 at neuron {i} "
-            f"(mean={float(mean[i])!r}, var={float(var[i])!r})")
-
-
-# ---------------------------------------------------------------------------------------------
-# exact path: piecewise polynomials
-
-
-@functools.lru_cache(maxsize=256)
-def _polynomial_pieces(act: Activation):
-    """``((lo, hi, Poly), ...)`` covering the real line, or None if phi is not of that form."""
-    try:
-        parts = pieces(act.expr)
-    except NoClosedFormError:
-        return None
-    out = []
-    for lo, hi, piece in parts:
-        if piece.free_symbols - {X} or not piece.is_polynomial(X):
-            return None
-        out.append((lo, hi, sp.Poly(piece, X)))
-    if not out or out[0][0] != -sp.oo or out[-1][1] != sp.oo:
-        return None
-    if any(a[1] != b[0] for a, b in zip(out, out[1:])):  # a gap: not a cover of the line
-        return None
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=1024)
-def _taylor(poly: sp.Poly, p: int, c) -> np.ndarray:
-    """Taylor coefficients f^(s)(c)/s! of f = poly**p at x = c, exact then rounded once."""
-    f = sp.Poly(sp.expand((poly.as_expr() ** p).xreplace({X: X + c})), X)
-    return np.array([float(v) for v in reversed(f.all_coeffs())])
-
-
-def _partial_moments(d, sd, J):
-    r"""``S[m] = E[(U - d)_+^m]``, m = 0..J, for ``U ~ N(0, sd^2)`` (vectorized).
-
-    With ``t = d / sd``, ``S[m] = sd^m N_m(t)``, ``N_m(t) = \int_t^\infty (z-t)^m \varphi(z) dz``,
-    and ``N_{m+1} = m N_{m-1} - t N_m``. That recursion only adds when t <= 0 and is mildly
-    cancelling up to t = 1 (relative error 4e-15 at J = 8); beyond it the wanted solution is the
-    minimal one, so the ratios ``S[m]/S[m-1] = m sd^2 / (d + S[m+1]/S[m])`` are run backwards
-    (Miller) from the large-m fixed point, far enough up that the start is forgotten: the
-    unwanted solution decays like exp(-2 t sqrt(m)), hence about (22/t)^2 steps for 1e-16.
-    Scaling by sd^m inside the recursion keeps huge |t| free of overflow.
-    """
-    t = d / sd
-    S = np.empty((J + 1,) + t.shape)
-    S[0] = sps.ndtr(-t)
-    fwd = t <= 1.0
-    if fwd.any():
-        df, sf, Sf = d[fwd], sd[fwd], S[:, fwd]
-        if J >= 1:
-            Sf[1] = sf * np.exp(-0.5 * t[fwd] ** 2) / _SQRT_2PI - df * Sf[0]
-        for m in range(1, J):
-            Sf[m + 1] = m * sf**2 * Sf[m - 1] - df * Sf[m]
-        S[:, fwd] = Sf
-    back = ~fwd
-    if back.any() and J >= 1:
-        db, s2 = d[back], sd[back] ** 2
-        start = J + 10 + int(math.ceil((22.0 / float(t[back].min())) ** 2))
-        # fixed point of r = m/(t + r) (in units of sd) as the starting guess
-        ratio = 0.5 * (np.sqrt(db**2 + 4 * (start + 1) * s2) - db)
-        ratios = np.empty((J + 1, db.size))
-        for m in range(start, 0, -1):
-            ratio = m * s2 / (db + ratio)
-            if m <= J:
-                ratios[m] = ratio
-        Sb = S[:, back]
-        for m in range(1, J + 1):
-            Sb[m] = Sb[m - 1] * ratios[m]
-        S[:, back] = Sb
-    return S
-
-
-def _dirac_moments(c, mean, sd, k_max):
-    """``Q[s] = E[delta^(s-1)(G - c)] = He_{s-1}(t) phi(t) / sd^s``, t = (c - mean)/sd, s >= 1."""
-    t = np.clip((c - mean) / sd, -40.0, 40.0)  # phi(40) is 0 in float64: He * phi stays finite
-    dens = np.exp(-0.5 * t * t) / _SQRT_2PI
-    Q = np.zeros((k_max + 1,) + t.shape)
-    h_prev, h = np.zeros_like(t), np.ones_like(t)
-    for s in range(1, k_max + 1):
-        q = h * dens
-        for _ in range(s):  # divide step by step: 0 stays 0 when sd^s would underflow
-            q = q / sd
-        Q[s] = q
-        h_prev, h = h, t * h - (s - 1) * h_prev
-    return Q
-
-
-def _gauss_moment(m: int) -> float:
-    return 0.0 if m % 2 else float(sps.factorial2(m - 1, exact=True)) if m else 1.0
-
-
-def _derivative_weights(T, k):
-    """e[m] = T[k+m] (k+m)!/m!: Taylor coefficients of the k-th derivative from those of f."""
-    m = np.arange(max(T.size - k, 0))
-    return T[k:] * np.array([math.perm(k + j, k) for j in m], dtype=float)
-
-
-def _exact(parts, mean, sd, k_max, p_max):
-    n = mean.size
-    w = np.zeros((p_max + 1, k_max + 1, n))
-    w[0, 0] = 1.0
-    J = max(max(poly.degree(), 0) for *_, poly in parts) * p_max
-    ends = sorted({e for lo, hi, _ in parts for e in (lo, hi) if e.is_finite}, key=float)
-    right = {c: _partial_moments(float(c) - mean, sd, J) for c in ends}  # E[(G - c)_+^m]
-    left = {c: _partial_moments(mean - float(c), sd, J) for c in ends}   # E[(c - G)_+^m]
-    sign = (-1.0) ** np.arange(J + 1)
-    dirac = {c: _dirac_moments(float(c), mean, sd, k_max) for c in ends} if k_max else {}
-    for p in range(1, p_max + 1):
-        for lo, hi, poly in parts:
-            for k in range(k_max + 1):
-                w[p, k] += _piece(poly, p, k, lo, hi, mean, sd, right, left, sign)
-        for c, (_, _, lpoly), (_, _, rpoly) in zip(ends, parts, parts[1:]):
-            if k_max == 0:
-                break
-            # f^(k) = piecewise part + sum_j jump_j delta^(k-1-j)(x - c)
-            tl, tr = _taylor(lpoly, p, c), _taylor(rpoly, p, c)
-            size = max(tl.size, tr.size, k_max)
-            jump = np.pad(tr, (0, size - tr.size)) - np.pad(tl, (0, size - tl.size))
-            jump = jump * np.array([math.factorial(j) for j in range(size)], dtype=float)
-            if not jump[:k_max].any():
-                continue
-            Q = dirac[c]
-            for k in range(1, k_max + 1):
-                w[p, k] += sum(jump[j] * Q[k - j] for j in range(k) if jump[j])
-    return w
-
-
-def _piece(poly, p, k, lo, hi, mean, sd, right, left, sign):
-    """E[f^(k)(G); lo < G < hi] for the polynomial f = poly**p, expanded at a piece end."""
-    if lo == -sp.oo and hi == sp.oo:  # one polynomial: Taylor at the mean, Gaussian moments
-        coeffs = _taylor(poly, p, 0)[::-1]  # highest degree first, for polyval
-        deg = coeffs.size - 1
-        total = np.zeros_like(mean)
-        for m in range(0, deg - k + 1, 2):
-            dk = np.polyval(np.polyder(coeffs, k + m), mean) if deg >= k + m else 0.0
-            total = total + dk / math.factorial(m) * sd**m * _gauss_moment(m)
-        return total
-    if lo == -sp.oo:
-        e = _derivative_weights(_taylor(poly, p, hi), k)
-        return (e * sign[: e.size]) @ left[hi][: e.size]
-    e = _derivative_weights(_taylor(poly, p, lo), k)
-    if hi == sp.oo:
-        return e @ right[lo][: e.size]
-    # finite piece wider than sd: difference of two tails, expanded at the end nearer the bulk
-    # of G so that they barely cancel; (G - lo)^m = sum_l C(m, l) (hi - lo)^(m-l) (G - hi)^l
-    lo_f, hi_f = float(lo), float(hi)
-    delta = hi_f - lo_f
-    B = np.array([[math.comb(m, j) * delta ** (m - j) if j <= m else 0.0
-                   for j in range(e.size)] for m in range(e.size)])
-    from_lo = e @ (right[lo][: e.size] - B @ right[hi][: e.size])
-    e_hi = _derivative_weights(_taylor(poly, p, hi), k) * sign[: e.size]
-    from_hi = e_hi @ (left[hi][: e.size] - B @ left[lo][: e.size])
-    out = np.where(lo_f + hi_f >= 2 * mean, from_lo, from_hi)
-    # narrower than sd the tails cancel badly, but the density is then smooth on the piece:
-    # Gauss-Legendre at fixed nodes in x is exact to rounding (polynomial times a slowly
-    # varying Gaussian; 20 nodes beyond the degree)
-    narrow = sd > delta
-    if narrow.any():
-        u, wts = np.polynomial.legendre.leggauss(e.size // 2 + 20)
-        x = lo_f + 0.5 * delta * (u + 1)
-        g = np.polyval(e[::-1], x - lo_f) * wts * (0.5 * delta)
-        zn = (x[None, :] - mean[narrow, None]) / sd[narrow, None]
-        out[narrow] = (np.exp(-0.5 * zn * zn) / _SQRT_2PI) @ g / sd[narrow]
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# quadrature path
-
-
-def _quadrature(act, mean, sd, k_max, p_max):
-    n = mean.size
-    fixed = np.broadcast_to(np.arange(-_Z_MAX, _Z_MAX + 1.0), (n, int(2 * _Z_MAX) + 1))
-    xb = np.concatenate([_X_BREAKS, np.asarray(act.kinks, dtype=float)])
-    moving = np.clip((xb[None, :] - mean[:, None]) / sd[:, None], -_Z_MAX, _Z_MAX)
-    edges = np.sort(np.concatenate([fixed, moving], axis=1), axis=1)
-    half = 0.5 * np.diff(edges, axis=1)[..., None]
-    mid = 0.5 * (edges[:, 1:] + edges[:, :-1])[..., None]
-    z = (mid + half * _GL_NODES).reshape(n, -1)
-    wq = (half * _GL_WEIGHTS).reshape(n, -1) * np.exp(-0.5 * z * z) / _SQRT_2PI
-    phi = act(mean[:, None] + sd[:, None] * z)
-    F = np.empty((p_max, n, z.shape[1]))  # wq * phi^p, p = 1..p_max
-    if p_max:
-        F[0] = wq * phi
-        for p in range(1, p_max):
-            F[p] = F[p - 1] * phi
-    H = np.empty((n, z.shape[1], k_max + 1))  # He_k(z)
-    H[..., 0] = 1.0
-    if k_max >= 1:
-        H[..., 1] = z
-    for k in range(1, k_max):
-        H[..., k + 1] = z * H[..., k] - k * H[..., k - 1]
-    w = np.zeros((p_max + 1, k_max + 1, n))
-    w[0, 0] = 1.0
-    w[1:] = np.matmul(F.transpose(1, 0, 2), H).transpose(1, 2, 0)
-    for k in range(1, k_max + 1):
-        w[1:, k:] /= sd
-    return w
+    table = univariate_table(act, mean, var, k_max, p_max, method=method)
+    return (table.wick, table.method) if return_method else table.wick
 
 
 # ---------------------------------------------------------------------------------------------
