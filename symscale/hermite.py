@@ -41,7 +41,7 @@ import numpy as np
 import sympy as sp
 
 from ._symbolic import to_sympy
-from .validation import check_bool, check_int
+from .validation import check_bool, check_int, check_random_state, check_real
 from .activations import Activation, as_activation
 from .errors import NoClosedFormError
 from .formula import CheckReport, CheckRow, Formula, sample_mean
@@ -181,8 +181,10 @@ class HermiteExpansion:
 
     def check(self, *, n_samples: int = 200_000, seed: int = 0, n_sigma: float = 5.0):
         """Monte Carlo check of every coefficient (one row per k)."""
+        n_samples = check_int(n_samples, "n_samples", low=2)
+        n_sigma = check_real(n_sigma, "n_sigma", low=0, low_open=True)
         rows = []
-        rng = np.random.default_rng(seed)
+        rng = check_random_state(seed)
         for f in self.formulas():
             mean, se_ = sample_mean(lambda n, r: f.sampler({}, n, r), n_samples, rng)
             rows.append(CheckRow.make({"k": float(len(rows))}, float(f.expr), mean, se_,

@@ -42,7 +42,7 @@ import numbers
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_seed",
-           "check_random_state", "check_array", "check_finite"]
+           "check_random_state", "seed_sequence", "seed_int", "check_array", "check_finite"]
 
 _SEED_TYPES = (np.random.SeedSequence, np.random.BitGenerator, np.random.Generator)
 
@@ -224,6 +224,50 @@ def check_random_state(seed, name: str = "seed") -> np.random.Generator:
     True
     """
     return np.random.default_rng(check_seed(seed, name))
+
+
+def seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
+    """A ``SeedSequence`` from any accepted seed, for work split into independent streams
+    (``.spawn(n)``: one per network, batch or chain).
+
+    An int ``s`` gives ``SeedSequence(s)`` (so ``spawn`` reproduces what the int always gave);
+    a ``SeedSequence`` is returned as is; a ``Generator`` or ``BitGenerator`` gives a sequence
+    drawn from its stream (reproducible from its state, and it advances); None gives fresh
+    entropy.
+
+    Examples
+    --------
+    >>> seed_sequence(3).entropy, seed_sequence(np.random.SeedSequence(3)).entropy
+    (3, 3)
+    >>> a = seed_sequence(np.random.default_rng(1)).generate_state(1)
+    >>> bool(a == seed_sequence(np.random.default_rng(1)).generate_state(1))
+    True
+    """
+    seed = check_seed(seed, name)
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (np.random.Generator, np.random.BitGenerator)):
+        gen = seed if isinstance(seed, np.random.Generator) else np.random.Generator(seed)
+        return np.random.SeedSequence(gen.integers(0, 2**63, size=4).tolist())
+    return np.random.SeedSequence(seed)
+
+
+def seed_int(seed, name: str = "seed") -> int:
+    """An int ``>= 0`` from any accepted seed, where the seed must be a plain number (the key of
+    a cache, or ``default_rng([seed, layer])`` for nested streams): an int is returned as is, a
+    ``SeedSequence``, ``Generator`` or ``BitGenerator`` gives a 63-bit int drawn from it, None
+    fresh entropy.
+
+    Examples
+    --------
+    >>> seed_int(np.int64(5)), seed_int(np.random.SeedSequence(5)) == seed_int(
+    ...     np.random.SeedSequence(5))
+    (5, True)
+    """
+    seed = check_seed(seed, name)
+    if isinstance(seed, int):
+        return seed
+    return int(seed_sequence(seed, name).generate_state(2, np.uint64)[0] >> np.uint64(1))
 
 
 def check_array(a, name: str, *, ndim: int | None = None, finite: bool = True,

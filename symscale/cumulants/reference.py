@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
-from ..validation import check_bool, check_choice, check_int
+from ..validation import check_bool, check_choice, check_int, seed_int
 from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
                     _run_identity, _run_key, _save_atomic)
 from .sampling import MonteCarloResult, _checked_merge, _checked_summary, _result
@@ -143,7 +143,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     _check_mlp(mlp)
     n_samples = check_int(n_samples, "n_samples", low=2)
     batch = check_int(batch, "batch", low=1)
-    seed = check_int(seed, "seed", low=0)  # part of the cache key: an int, not a Generator
+    seed = seed_int(seed)  # part of the cache key: a Generator or SeedSequence gives an int
     progress = check_bool(progress, "progress")
     bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
     from tqdm.auto import tqdm

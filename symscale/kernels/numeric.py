@@ -49,7 +49,8 @@ from .. import families as fam
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
 from ..formula import CheckReport, CheckRow, sample_mean
-from ..validation import _at, _first, check_array, check_bool, check_int, check_real
+from ..validation import (_at, _first, check_array, check_bool, check_int, check_real,
+                          check_seed)
 from .dual import _dual_kernel, pair_sampler, random_psd_point
 from .moments import _graded_degree, _graded_rule, gaussian_moment_numeric
 
@@ -618,7 +619,7 @@ def check_dual_kernel(act, *, derivative: bool = False, points=None, n_points: i
     derivative = check_bool(derivative, "derivative")
     n_points = check_int(n_points, "n_points", low=1)
     n_samples = check_int(n_samples, "n_samples", low=2)
-    seed = check_int(seed, "seed", low=0)
+    seed = check_seed(seed)
     n_sigma = check_real(n_sigma, "n_sigma", low=0, low_open=True)
     try:
         formula = _dual_kernel(act, derivative)

@@ -47,7 +47,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..activations import as_activation
 from ..kernels import dual_kernel_numeric
 from ..linalg import safe_rms
-from ..validation import check_bool, check_int, check_real, check_seed
+from ..validation import check_bool, check_int, check_real, check_seed, seed_int
 from . import readout as ro
 
 __all__ = ["KernelFilter", "LoFi", "LoFiKernel", "SpectralFilter", "VariationalCheck",
@@ -551,7 +551,7 @@ class LoFi(_LoFiBase):
         self.activation_ = as_activation(self.activation)
         self.first_moment_ = check_bool(self.first_moment, "first_moment")
         # default_rng([seed, layer]) needs an integer >= 0
-        self.seed_ = check_int(self.seed, "seed", low=0)
+        self.seed_ = seed_int(self.seed)
 
     def _lift(self, h, W, c):
         return self.activation_((h / c) @ W) / np.sqrt(W.shape[1])

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..activations import as_activation
 from ..linalg import safe_rms
-from ..validation import check_int, check_real
+from ..validation import check_int, check_real, seed_int
 from .algorithm import LoFi, check_layers
 from .readout import KernelRidgeReadout, NotFittedError, RidgeReadout, _matrix, _targets
 
@@ -66,7 +66,7 @@ def random_feature_model(X_train, y_train, X_test, width: int, activation="relu"
     X_train, y_train, X_test, c = _task(X_train, y_train, X_test)
     width = check_int(width, "width", low=1)
     act = as_activation(activation)
-    rng = np.random.default_rng([check_int(seed, "seed", low=0), 7919])
+    rng = np.random.default_rng([seed_int(seed), 7919])
     W = rng.standard_normal((X_train.shape[1], width))
 
     def lift(X):
@@ -104,7 +104,7 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
     max_steps = check_int(max_steps, "max_steps", low=0)
     val_fraction = check_real(val_fraction, "val_fraction", low=0.0, high=1.0, low_open=True,
                               high_open=True)
-    rng = np.random.default_rng([check_int(seed, "seed", low=0), 104729])
+    rng = np.random.default_rng([seed_int(seed), 104729])
     n = X_train.shape[0]
     perm = rng.permutation(n)
     n_val = max(1, int(round(val_fraction * n)))

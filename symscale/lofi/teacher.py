@@ -57,7 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validation import (check_array, check_bool, check_int, check_random_state, check_real,
-                          check_seed)
+                          check_seed, seed_int)
 from .emergence import KINDS, effective_dimension, spectral_outliers
 
 __all__ = ["CRITERIA", "EmergenceCurve", "HierarchicalTeacher", "emergence_sweep",
@@ -113,7 +113,7 @@ class HierarchicalTeacher:
         d = check_int(d, "d", low=max(len(direct), 1))
         noise = check_real(noise, "noise", low=0.0)
         n_mc = check_int(n_mc, "n_mc", low=2)  # the standardization needs a spread
-        seed = None if seed is None else check_int(seed, "seed", low=0)
+        seed = seed_int(seed)  # kept: sample() derives its streams from it
         if callable(label):
             self._score_fn, self.coefficients = label, None
         else:

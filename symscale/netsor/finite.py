@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from ..activations import Activation
 from ..linalg import softmax
-from ..validation import check_bool, check_int
+from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, NonLin,
                       Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
@@ -164,7 +164,7 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     validate(G)
     width = check_int(width, "width", low=1)
     n_networks = check_int(n_networks, "n_networks", low=2)
-    seed = check_int(seed, "seed", low=0)
+    seeds = seed_sequence(seed).spawn(check_int(n_networks, "n_networks", low=2))
     progress = check_bool(progress, "progress")
     if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
@@ -186,7 +186,6 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     outputs = np.empty((n_networks, P, start))
     grams = {n: np.empty((n_networks, P, P)) for n in vec}
     scalars = {n: np.empty((n_networks, P)) for n in order if kind[n] == "K"}
-    seeds = np.random.SeedSequence(seed).spawn(n_networks)
     for i in tqdm(range(n_networks), disable=not progress, desc="networks"):
         rng = np.random.default_rng(seeds[i])
 

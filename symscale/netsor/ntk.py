@@ -36,7 +36,7 @@ import sympy as sp
 
 from ..activations import Activation
 from ..linalg import softmax
-from ..validation import check_bool, check_int
+from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .finite import _nonfinite, simulate_network
 from .infinite import _Engine
@@ -381,7 +381,7 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     validate(G)
     width = check_int(width, "width", low=1)
     n_networks = check_int(n_networks, "n_networks", low=1)
-    seed = check_int(seed, "seed", low=0)
+    seeds = seed_sequence(seed).spawn(n_networks)
     explicit = check_bool(explicit, "explicit")
     outs = [n for n, d in G.nodes(data=True) if isinstance(d["op"], Readout)]
     if len(outs) != 1 or G.nodes[outs[0]]["op"].dim != 1:
@@ -390,7 +390,6 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     order = topological_order(G)
     par = {n: _parents(G, n) for n in G.nodes}
     kind = _kinds(G)
-    seeds = np.random.SeedSequence(seed).spawn(n_networks)
     result = np.empty((n_networks, P, P))
     for i in range(n_networks):
         net = simulate_network(G, order, par, data, width, np.random.default_rng(seeds[i]))
