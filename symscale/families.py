@@ -55,11 +55,17 @@ class Family:
 
 
 @dataclass(frozen=True)
-class TwoSlope(Family):
-    """``a*min(x, 0) + b*max(x, 0)``: ReLU (0, 1), leaky ReLU (alpha, 1), abs (-1, 1)."""
+class _TwoSided(Family):
+    """A family given by its coefficient ``a`` on x < 0 and ``b`` on x > 0."""
 
     a: sp.Expr
     b: sp.Expr
+
+
+@dataclass(frozen=True)
+class TwoSlope(_TwoSided):
+    """``a*min(x, 0) + b*max(x, 0)``: ReLU (0, 1), leaky ReLU (alpha, 1), abs (-1, 1)."""
+
     degree = 1
 
     def expr(self, x=X):
@@ -70,11 +76,9 @@ class TwoSlope(Family):
 
 
 @dataclass(frozen=True)
-class TwoLevel(Family):
+class TwoLevel(_TwoSided):
     """``a*1[x<0] + b*1[x>0]``: step (0, 1), sign (-1, 1)."""
 
-    a: sp.Expr
-    b: sp.Expr
     degree = 0
 
     def expr(self, x=X):

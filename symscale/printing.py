@@ -114,19 +114,27 @@ class NumpyPrinter(SciPyPrinter):
         return "0.0"
 
 
-class PythonPrinter(PythonCodePrinter):
-    """Scalar Python code using the ``math`` module."""
+class _Distributions:
+    """Heaviside (value 1/2 at 0) as a conditional in the printer's language, and Dirac masses
+    as 0 (symscale differentiates almost everywhere)."""
+
+    _HEAVISIDE = ""  # with {x} the argument and {h} the value at 0
 
     def _print_Heaviside(self, expr):
-        a = self._print(expr.args[0])
-        return "(1.0 if %s > 0 else (0.0 if %s < 0 else %s))" % (
-            a, a, self._print(sp.Float(_heaviside_half(expr))))
+        return self._HEAVISIDE.format(x=self._print(expr.args[0]),
+                                      h=self._print(sp.Float(_heaviside_half(expr))))
 
     def _print_DiracDelta(self, expr):
         return "0.0"
 
 
-class CPrinter(C99CodePrinter):
+class PythonPrinter(_Distributions, PythonCodePrinter):
+    """Scalar Python code using the ``math`` module."""
+
+    _HEAVISIDE = "(1.0 if {x} > 0 else (0.0 if {x} < 0 else {h}))"
+
+
+class CPrinter(_Distributions, C99CodePrinter):
     """ISO C99 code using ``math.h`` only.
 
     sympy writes constants as POSIX macros (``M_PI``, ``M_1_PI``, ``M_SQRT2`` ...) that strict
@@ -136,16 +144,10 @@ class CPrinter(C99CodePrinter):
     def __init__(self, settings=None):
         super().__init__({"math_macros": {}, **(settings or {})})
 
+    _HEAVISIDE = "(({x}) > 0 ? 1.0 : (({x}) < 0 ? 0.0 : {h}))"
+
     def _print_NumberSymbol(self, expr):
         return self._print(sp.Float(expr.evalf(20), 17))
-
-    def _print_Heaviside(self, expr):
-        a = self._print(expr.args[0])
-        return "((%s) > 0 ? 1.0 : ((%s) < 0 ? 0.0 : %s))" % (
-            a, a, self._print(sp.Float(_heaviside_half(expr))))
-
-    def _print_DiracDelta(self, expr):
-        return "0.0"
 
 
 _LANGUAGES = ("c", "numpy", "python")

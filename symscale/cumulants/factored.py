@@ -155,6 +155,15 @@ def _nonlinear(z: Cumulants, third: FactoredThird, act, layer=None):
     return a, new, V, flops
 
 
+def _affine_layers(mlp, stop, keep_last):
+    """``(layer, W, b, last, mean_only)`` of the linear steps up to ``stop``: the output step
+    (layer L) keeps only the mean unless ``keep_last``."""
+    for layer in range(stop):
+        W, b = mlp.affine(layer)
+        last = layer == stop - 1
+        yield layer, W, b, last, last and layer == mlp.depth and not keep_last
+
+
 def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False):
     """Run the factored K=3 estimator through ``stop`` weight layers.
 
@@ -170,10 +179,7 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     V = None
     flops = 0
     layers = []
-    for layer in range(stop):
-        W, b = mlp.affine(layer)
-        last = layer == stop - 1
-        mean_only = last and layer == L and not keep_last
+    for layer, W, b, last, mean_only in _affine_layers(mlp, stop, keep_last):
         c, f = linear_step(c, W, b, _TRACK_NO3, mean_only=mean_only, coherent_only=True)
         flops += f
         if not mean_only:
@@ -454,10 +460,7 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     fourth = FactoredFourth()
     flops = 0
     layers = []
-    for layer in range(stop):
-        W, b = mlp.affine(layer)
-        last = layer == stop - 1
-        mean_only = last and layer == L and not keep_last
+    for layer, W, b, last, mean_only in _affine_layers(mlp, stop, keep_last):
         c, f = linear_step(c, W, b, _TRACK4_LINEAR, mean_only=mean_only)
         flops += f
         if not mean_only:

@@ -446,14 +446,19 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
     YT = np.ascontiguousarray(Y.T)
     wp = np.empty(K)                                # W_p per direction
 
-    if a is None and b is None and n == m:
-        def work(lo, hi, bx, by):
-            k = hi - lo
-            px, py = bx[:k], by[:k]
-            _project(thetaT[lo:hi], XT, px)
-            _project(thetaT[lo:hi], YT, py)
+    def projected(lo, hi, bx, by, sort):
+        """Both samples projected on directions lo..hi, into the buffers (sorted rows)."""
+        px, py = bx[:hi - lo], by[:hi - lo]
+        _project(thetaT[lo:hi], XT, px)
+        _project(thetaT[lo:hi], YT, py)
+        if sort:
             px.sort(axis=1)
             py.sort(axis=1)
+        return px, py
+
+    if a is None and b is None and n == m:
+        def work(lo, hi, bx, by):
+            px, py = projected(lo, hi, bx, by, True)
             np.subtract(px, py, out=px)
             np.abs(px, out=px)
             _wp_rows(px, p, wp[lo:hi])
@@ -461,23 +466,15 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
         ix, iy, delta = _quantile_plan(_cdf(None, n), _cdf(None, m))
 
         def work(lo, hi, bx, by):
-            k = hi - lo
-            px, py = bx[:k], by[:k]
-            _project(thetaT[lo:hi], XT, px)
-            _project(thetaT[lo:hi], YT, py)
-            px.sort(axis=1)
-            py.sort(axis=1)
+            px, py = projected(lo, hi, bx, by, True)
             diff = np.take(px, ix, axis=1)
             diff -= np.take(py, iy, axis=1)
             np.abs(diff, out=diff)
             _wp_rows(diff, p, wp[lo:hi], delta)
     else:
         def work(lo, hi, bx, by):
-            k = hi - lo
-            px, py = bx[:k], by[:k]
-            _project(thetaT[lo:hi], XT, px)
-            _project(thetaT[lo:hi], YT, py)
-            for r in range(k):
+            px, py = projected(lo, hi, bx, by, False)
+            for r in range(hi - lo):
                 wp[lo + r] = _wp_weighted(px[r], a, py[r], b, p)
 
     n_workers = min(n_jobs, len(chunks))

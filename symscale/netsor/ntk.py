@@ -295,30 +295,6 @@ class _Tangent:
         return eng.checked(self.out, self.out, theta, "the NTK")
 
 
-def _assemble_full(blocks, explicit):
-    """J J^T when every delta g[k, b, a] = d out(a) / d node[k, b] (a (1, P) left factor of
-    ones is the identity in (b, a)): J_a[k, m] = sum_b g[k, b, a] h[m, b]."""
-    def full(g, P):
-        return g if g.ndim == 3 else np.ones((1, 1, 1)) * np.eye(P)[None]
-
-    if explicit:
-        columns = []
-        for scale, pairs in blocks:
-            J = sum(np.einsum("kba,mb->akm", full(g, h.shape[1]), h) for g, h in pairs)
-            columns.append(math.sqrt(scale) * J.reshape(J.shape[0], -1))
-        J = np.concatenate(columns, axis=1)
-        return J @ J.T
-    total = 0.0
-    for scale, pairs in blocks:
-        for g1, h1 in pairs:
-            for g2, h2 in pairs:
-                P = h1.shape[1]
-                g1f, g2f = full(g1, P), full(g2, P)
-                T = np.einsum("bc,kcd->kbd", h1.T @ h2, g2f)      # O(k P^3), not O(k P^4)
-                total = total + scale * (g1f.reshape(-1, P).T @ T.reshape(-1, P))
-    return total
-
-
 def _prime_name(f):
     c, i = f
     return f"d{c}/d{i}"
@@ -502,13 +478,12 @@ def _assemble(G, par, net, delta, data, n, explicit):
             groups[("beta", node)] = (op.bias_var, [(np.ones((1, h.shape[1])),
                                                      np.ones((1, h.shape[1])))])
     blocks = list(groups.values())
-    if next(iter(delta.values())).ndim == 3:  # with attention: outputs on a last axis
-        return _assemble_full(blocks, explicit)
+    full = next(iter(delta.values())).ndim == 3  # with attention: outputs on a last axis
     if explicit:
         columns = []
         for scale, pairs in blocks:
             # gradient wrt the block's standard-normal parameters: sqrt(scale) sum_i g_i h_i^T
-            J = sum(np.einsum("ka,ma->akm", g, h) for g, h in pairs)
+            J = sum(_jacobian(g, h, full) for g, h in pairs)
             columns.append(math.sqrt(scale) * J.reshape(J.shape[0], -1))
         J = np.concatenate(columns, axis=1)
         return J @ J.T
@@ -516,5 +491,26 @@ def _assemble(G, par, net, delta, data, n, explicit):
     for scale, pairs in blocks:
         for g1, h1 in pairs:
             for g2, h2 in pairs:
-                total = total + scale * (g1.T @ g2) * (h1.T @ h2)
+                total = total + scale * _pair_gram(g1, h1, g2, h2, full)
     return total
+
+
+def _with_outputs(g, P):
+    """A delta with the output axis: a (1, P) left factor of ones is the identity in (b, a)."""
+    return g if g.ndim == 3 else np.ones((1, 1, 1)) * np.eye(P)[None]
+
+
+def _jacobian(g, h, full):
+    """J[a, k, m] = sum_b g[k, b, a] h[m, b] (without attention b = a)."""
+    if not full:
+        return np.einsum("ka,ma->akm", g, h)
+    return np.einsum("kba,mb->akm", _with_outputs(g, h.shape[1]), h)
+
+
+def _pair_gram(g1, h1, g2, h2, full):
+    """``sum_{k, m} J1[a, k, m] J2[c, k, m]`` of two uses of one parameter block."""
+    if not full:
+        return (g1.T @ g2) * (h1.T @ h2)
+    P = h1.shape[1]
+    T = np.einsum("bc,kcd->kbd", h1.T @ h2, _with_outputs(g2, P))   # O(k P^3), not O(k P^4)
+    return _with_outputs(g1, P).reshape(-1, P).T @ T.reshape(-1, P)
