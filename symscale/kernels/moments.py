@@ -25,6 +25,7 @@ import sympy as sp
 
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
+from ..expectations import graded_moment
 from ..formula import Formula, Variable
 from ..gaussian import gaussian_expectation
 from ..validation import _at, _first, check_array, check_int
@@ -127,7 +128,7 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
             f = _gaussian_moment(act, power).numeric("numpy")
             out = np.asarray(f(m, np.where(v > 0, v, 1.0)), dtype=float)
         except NoClosedFormError:
-            out = _graded_expectation(act, m, v, power, deg or 160)
+            out = graded_moment(act, m, v, power, deg or 160)
         out = np.where(v > 0, out, act(m) ** power)
     out = np.broadcast_to(out, m.shape).copy()
     if not np.all(np.isfinite(out)):
@@ -137,53 +138,3 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
             f"var={float(v[idx])!r}"
         )
     return float(out) if out.ndim == 0 else out
-
-
-@lru_cache(maxsize=32)
-def _graded_rule(deg):
-    """exp-sinh nodes t in (1e-20, 40) and weights for integrals over t > 0 of smooth functions
-    with features at every scale down to 1e-20 (one side of a split point)."""
-    # starting at 1e-10 instead dropped the mass phi(z0) * 1e-10 on each side (5e-11 for the
-    # sigmoid mean)
-    smin, smax = np.arcsinh(np.log(1e-20) * 2 / np.pi), np.arcsinh(np.log(40.0) * 2 / np.pi)
-    h = (smax - smin) / deg
-    s = smin + h * np.arange(deg + 1)
-    t = np.exp(np.pi / 2 * np.sinh(s))
-    return t, h * np.pi / 2 * np.cosh(s) * t
-
-
-def _graded_degree(sd, deg):
-    """(decade index, nodes) per entry: ``deg`` up to sd = 100, then 40 more per decade."""
-    decades = np.ceil(np.log10(np.maximum(sd, 1.0))).astype(int)
-    return decades, deg + _DEG_PER_DECADE * np.maximum(decades - 2, 0)
-
-
-#: Extra nodes per decade of standard deviation above 100: a bump phi (tanh', sigmoid') at
-#: sd = 1e6 sits at distance 1e-6 from the split point (160 nodes left 1e-7 there, 320 1e-14).
-_DEG_PER_DECADE = 40
-
-
-def _graded_expectation(act, m, v, power, deg):
-    """E[phi(m + sqrt(v) Z)^power] split at z0 = -m/sqrt(v) with exp-sinh nodes on each side."""
-    m, v = np.broadcast_arrays(m, v)
-    sd = np.sqrt(np.where(v > 0, v, 1.0))
-    decades, degs = _graded_degree(sd, deg)
-    if decades.max(initial=0) <= 2:  # the common case: one rule for every entry
-        return _graded(act, m, sd, power, deg)
-    out = np.empty(m.shape)
-    for k in np.unique(decades):
-        sel = decades == k
-        out[sel] = _graded(act, m[sel], sd[sel], power, int(degs[sel][0]))
-    return out
-
-
-def _graded(act, m, sd, power, deg):
-    z0 = -m / sd
-    z0 = np.where(np.abs(z0) < 12.0, z0, 0.0)  # u keeps one sign over the bulk: no split needed
-    t, wt = _graded_rule(deg)
-    total = np.zeros(m.shape)
-    for sign in (1.0, -1.0):
-        z = z0[..., None] + sign * t
-        dens = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-        total = total + (act(m[..., None] + sd[..., None] * z) ** power * dens) @ wt
-    return total

@@ -52,7 +52,8 @@ from ..formula import CheckReport, CheckRow, sample_mean
 from ..validation import (_at, _first, check_array, check_bool, check_int, check_real,
                           check_seed)
 from .dual import _dual_kernel, pair_sampler, random_psd_point
-from .moments import _graded_degree, _graded_rule, gaussian_moment_numeric
+from ..expectations import _graded_degree, _graded_rule
+from .moments import gaussian_moment_numeric
 
 __all__ = ["dual_kernel_numeric", "cross_kernel_numeric", "check_dual_kernel", "check_covariance",
            "gauss_hermite"]
