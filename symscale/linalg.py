@@ -7,6 +7,7 @@ goes through these functions, so they all accept and refuse the same matrices.
 * :data:`PSD_RTOL`: a matrix is symmetric when ``|M - M^T| <= PSD_RTOL * max|M|`` and positive
   semi-definite when its smallest eigenvalue is ``>= -PSD_RTOL * max|eigenvalue|``. Round-off
   of matrices built in float64 (Gram matrices, kernels through quadrature) is far below it.
+* ``random_psd_point``: the one sampler of random 2 x 2 covariances for the Formula checks.
 * ``row_norms`` and ``safe_rms`` scale before squaring (rows of 1e±200 neither overflow nor
   underflow).
 * Square roots clip eigenvalues at round-off level of the largest (``P * eps * top``) to 0:
@@ -34,7 +35,7 @@ import numpy as np
 from .validation import check_array
 
 __all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "softmax",
-           "row_norms", "safe_rms"]
+           "row_norms", "safe_rms", "random_psd_point"]
 
 #: The one round-off tolerance of the PSD and symmetry checks (relative to the largest
 #: |eigenvalue| and the largest |entry|).
@@ -191,3 +192,21 @@ def safe_rms(X: np.ndarray) -> float:
         return 0.0
     Y = X / scale
     return scale * math.sqrt(float(np.einsum("ij,ij->", Y, Y)) / X.shape[0])
+
+
+def random_psd_point(rng: np.random.Generator, names=("q11", "q12", "q22"), *,
+                     var_range=(0.25, 4.0), max_corr: float = 0.95) -> dict:
+    """A random 2 x 2 covariance ``{names[0]: v1, names[1]: rho sqrt(v1 v2), names[2]: v2}``
+    with log-uniform variances in ``var_range`` and ``|rho| <= max_corr`` uniform: the point
+    sampler of every Formula check on a covariance (dual kernels, Netsor kernels, the NSDE).
+
+    Examples
+    --------
+    >>> p = random_psd_point(np.random.default_rng(0), ("V_aa", "V_ab", "V_bb"))
+    >>> sorted(p), bool(p["V_ab"] ** 2 < p["V_aa"] * p["V_bb"])
+    (['V_aa', 'V_ab', 'V_bb'], True)
+    """
+    lo, hi = var_range
+    v1, v2 = np.exp(rng.uniform(np.log(lo), np.log(hi), size=2))
+    rho = rng.uniform(-max_corr, max_corr)
+    return {names[0]: float(v1), names[1]: float(rho * math.sqrt(v1 * v2)), names[2]: float(v2)}

@@ -44,6 +44,7 @@ from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
 from ..formula import Formula, Variable
 from ..hermite import expansion_coefficients
+from ..linalg import random_psd_point as _random_psd_point
 from ..validation import check_bool
 
 __all__ = ["dual_kernel", "q11", "q12", "q22", "KERNEL_VARIABLES", "pair_sampler",
@@ -300,6 +301,4 @@ def pair_sampler(act: Activation):
 
 def random_psd_point(rng: np.random.Generator) -> dict:
     """A random (q11, q12, q22) with variances in [1/4, 4] and |correlation| <= 0.95."""
-    v1, v2 = np.exp(rng.uniform(np.log(0.25), np.log(4.0), size=2))
-    rho = rng.uniform(-0.95, 0.95)
-    return {"q11": float(v1), "q12": float(rho * math.sqrt(v1 * v2)), "q22": float(v2)}
+    return _random_psd_point(rng)

@@ -23,7 +23,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import sympy as sp
@@ -33,7 +32,7 @@ from ..errors import NoClosedFormError
 from ..expressions import as_expression
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
-from ..linalg import psd_factor
+from ..linalg import psd_factor, random_psd_point
 from .infinite import _Engine
 from .program import (Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, _kinds, _parents,
                       as_graph, readout, validate)
@@ -154,9 +153,7 @@ def _exact(v):
 
 
 def _random_gram(rng):
-    v1, v2 = np.exp(rng.uniform(np.log(0.25), np.log(4.0), size=2))
-    rho = rng.uniform(-0.9, 0.9)
-    return {"x11": float(v1), "x12": float(rho * math.sqrt(v1 * v2)), "x22": float(v2)}
+    return random_psd_point(rng, ("x11", "x12", "x22"), max_corr=0.9)
 
 
 def _sampler(G, h, readout):

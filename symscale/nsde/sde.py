@@ -36,7 +36,7 @@ from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
 from ..formula import Formula, Variable
 from ..kernels.dual import dual_kernel, q11, q12, q22
-from ..linalg import psd_sqrt
+from ..linalg import psd_sqrt, random_psd_point
 from ..validation import check_int, check_real
 from .shaping import Shaped, taylor_at_zero
 
@@ -323,8 +323,7 @@ def diffusion() -> Formula:
         return m * (Vn[:, 0, 1] - V[0, 1]) * (Vn[:, 0, 0] - V[0, 0])
 
     def points(rng):
-        p = _random_psd(rng)
-        return {"V_11": p[0], "V_12": p[1], "V_22": p[2]}
+        return _random_psd(rng, ("V_11", "V_12", "V_22"))
 
     return Formula(expr, [v11, v12, v22], name="Sigma[12,11]",
                    lhs=r"\Sigma_{12,11}(V) = V_{11}V_{21} + V_{11}V_{21}",
@@ -514,16 +513,13 @@ def explosion_criterion(act, a=None) -> ExplosionCriterion:
 # helpers for samplers
 
 
-def _random_psd(rng):
-    v1, v2 = np.exp(rng.uniform(np.log(0.5), np.log(2.0), size=2))
-    r = rng.uniform(-0.9, 0.9)
-    return float(v1), float(r * math.sqrt(v1 * v2)), float(v2)
+def _random_psd(rng, names=("V_aa", "V_ab", "V_bb")):
+    return random_psd_point(rng, names, var_range=(0.5, 2.0), max_corr=0.9)
 
 
 def _psd_point(with_params: bool, *names):
     def point(rng):
-        vaa, vab, vbb = _random_psd(rng)
-        out = {"V_aa": vaa, "V_ab": vab, "V_bb": vbb}
+        out = _random_psd(rng)
         if with_params:
             for nm in names:
                 out[nm] = float(rng.uniform(0.8, 2.0)) if nm == "a" else \
