@@ -77,7 +77,7 @@ def _depth_limit(section, quick):
         p = phase_limit(act)
         rows.append([act, p.phase, f"{p.chi1:.4f}", f"{p.rho_star:.4f}", f"{p.limit:.4f}",
                      "ln L / L" if p.rate is None else f"{p.rate:.4f}^L",
-                     f"{float(normalized_ntk(0.5, 200, act=act)):.3e}"])
+                     f"{float(normalized_ntk(0.5, 200, activation=act)):.3e}"])
     section.text("Other activations (weight variance 1/E[phi(G)^2], no bias): phase from "
                  "chi1 = sigma_w^2 E[phi'(G)^2]; limit from the fixed points:")
     section.table(["activation", "phase", "chi1", "rho*", "limit", "approach",

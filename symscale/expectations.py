@@ -46,6 +46,7 @@ import numpy as np
 import scipy.special as sps
 import sympy as sp
 
+from ._deprecation import renamed_arguments
 from ._symbolic import X, pieces
 from .activations import Activation, as_activation
 from .errors import NoClosedFormError
@@ -98,13 +99,14 @@ class GaussianTable:
         return self.wick * sd[None, None, :] ** k[None, :, None] / fact[None, :, None]
 
 
-def univariate_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
+@renamed_arguments(act="activation")
+def univariate_table(activation, mean, var, k_max: int, p_max: int, *, method: str = "auto",
                      dps: int | None = None) -> GaussianTable:
     r"""``E[(phi^p)^(k)(G_i)]`` for ``G_i ~ N(mean_i, var_i)``, p <= p_max, k <= k_max.
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
     mean, var : float or 1-D array_like
         Means and variances (> 0) of the n Gaussians; scalars give n = 1.
     k_max, p_max : int
@@ -132,9 +134,9 @@ def univariate_table(act, mean, var, k_max: int, p_max: int, *, method: str = "a
     FloatingPointError
         A float64 entry is not finite (names the activation and the neuron).
     """
-    act = as_activation(act)
-    if not act.is_numeric:
-        raise ValueError(f"act={act.label} has symbolic parameters; give them numbers")
+    activation = as_activation(activation)
+    if not activation.is_numeric:
+        raise ValueError(f"act={activation.label} has symbolic parameters; give them numbers")
     exact_inputs = (mean, var)  # sympy numbers keep their digits on the mpmath path
     mean, var = _moments(mean, var)
     k_max, p_max = check_int(k_max, "k_max", low=0), check_int(p_max, "p_max", low=0)
@@ -148,12 +150,12 @@ def univariate_table(act, mean, var, k_max: int, p_max: int, *, method: str = "a
         c = np.empty_like(w)
         m_in, v_in = (np.atleast_1d(np.asarray(v, dtype=object)).ravel() for v in exact_inputs)
         for i in range(mean.size):
-            w[..., i], c[..., i] = _mp_table(act, m_in[i], v_in[i], k_max, p_max, dps)
-        return GaussianTable(act, mean, var, w, "quadrature", c)
-    parts = _polynomial_pieces(act) if method != "quadrature" else None
+            w[..., i], c[..., i] = _mp_table(activation, m_in[i], v_in[i], k_max, p_max, dps)
+        return GaussianTable(activation, mean, var, w, "quadrature", c)
+    parts = _polynomial_pieces(activation) if method != "quadrature" else None
     if method == "exact" and parts is None:
         raise ValueError(f"method='exact' needs a piecewise-polynomial activation, not "
-                         f"{act.label}; use method='quadrature' or 'auto'")
+                         f"{activation.label}; use method='quadrature' or 'auto'")
     sd = np.sqrt(var)
     with np.errstate(all="ignore"):
         if mean.size == 0:
@@ -162,9 +164,9 @@ def univariate_table(act, mean, var, k_max: int, p_max: int, *, method: str = "a
         elif parts is not None:
             w, used = _exact(parts, mean, sd, k_max, p_max), "exact"
         else:
-            w, used = _quadrature(act, mean, sd, k_max, p_max), "quadrature"
-    _check_finite(w, act, mean, var)
-    return GaussianTable(act, mean, var, w, used)
+            w, used = _quadrature(activation, mean, sd, k_max, p_max), "quadrature"
+    _check_finite(w, activation, mean, var)
+    return GaussianTable(activation, mean, var, w, used)
 
 
 def _mp_table(act, mean, var, k_max, p_max, dps):
@@ -516,7 +518,8 @@ def _graded_degree(sd, deg):
 _DEG_PER_DECADE = 40
 
 
-def graded_moment(act, m, v, power: int = 1, deg: int = 160):
+@renamed_arguments(act="activation")
+def graded_moment(activation, m, v, power: int = 1, deg: int = 160):
     """``E[phi(m + sqrt(v) Z)^power]`` (vectorized, unchecked: validated by its callers),
     split at ``z0 = -m/sqrt(v)`` with exp-sinh nodes graded towards it on each side, so the
     accuracy holds from variance 1e-300 to 1e12 (about 1e-13 relative for tanh, sigmoid,
@@ -534,11 +537,11 @@ def graded_moment(act, m, v, power: int = 1, deg: int = 160):
     sd = np.sqrt(np.where(v > 0, v, 1.0))
     decades, degs = _graded_degree(sd, deg)
     if decades.max(initial=0) <= 2:  # the common case: one rule for every entry
-        return _graded(act, m, sd, power, deg)
+        return _graded(activation, m, sd, power, deg)
     out = np.empty(m.shape)
     for k in np.unique(decades):
         sel = decades == k
-        out[sel] = _graded(act, m[sel], sd[sel], power, int(degs[sel][0]))
+        out[sel] = _graded(activation, m[sel], sd[sel], power, int(degs[sel][0]))
     return out
 
 

@@ -40,6 +40,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
+from ._deprecation import renamed_arguments
 from ._symbolic import to_sympy
 from .validation import check_bool, check_int, check_random_state, check_real
 from .activations import Activation, as_activation
@@ -193,8 +194,9 @@ class HermiteExpansion:
                            n_sigma)
 
 
+@renamed_arguments(act="activation")
 def hermite_coefficients(
-    act,
+    activation,
     order: int,
     *,
     mean=0,
@@ -207,7 +209,7 @@ def hermite_coefficients(
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
         The activation phi (any registered name).
     order : int
         Highest index k (>= 0).
@@ -244,14 +246,14 @@ def hermite_coefficients(
     >>> [float(c) for c in h][:2]
     [0.0, 0.6057...]
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     order = check_int(order, "order", low=0, high=MAX_ORDER)
     power = check_int(power, "power", low=1, high=MAX_POWER)
     mean_s, var_s = _check_moments(mean, var)
     if check_bool(exact, "exact"):
-        return _exact(act, order, mean_s, var_s, power)
+        return _exact(activation, order, mean_s, var_s, power)
     dps = check_int(dps, "dps", low=5, high=10_000)
-    return _numeric(act, order, mean_s, var_s, power, dps)
+    return _numeric(activation, order, mean_s, var_s, power, dps)
 
 
 def expansion_coefficients(expr, order: int, *, mean=0, var=1) -> list:
@@ -345,12 +347,13 @@ class MehlerSeries:
                        name=f"mehler[{self.activation.label}]", lhs=r"V(\rho)")
 
 
-def mehler_series(act, order: int, *, var=1, var2=None, exact: bool = True, dps: int = 30):
+@renamed_arguments(act="activation")
+def mehler_series(activation, order: int, *, var=1, var2=None, exact: bool = True, dps: int = 30):
     """The Mehler series of the dual kernel, truncated at ``order``, with an error bound.
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
     order : int
         Highest power of rho kept.
     var, var2 : number
@@ -373,20 +376,20 @@ def mehler_series(act, order: int, *, var=1, var2=None, exact: bool = True, dps:
     >>> abs(float(m(0.5)) - 2 / 3.141592653589793 * __import__("math").asin(0.5 * 2 / 3)) < 1e-6
     True
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     var2 = var if var2 is None else var2
-    h1 = hermite_coefficients(act, order, var=var, exact=exact, dps=dps)
-    h2 = h1 if var2 == var else hermite_coefficients(act, order, var=var2, exact=exact, dps=dps)
+    h1 = hermite_coefficients(activation, order, var=var, exact=exact, dps=dps)
+    h2 = h1 if var2 == var else hermite_coefficients(activation, order, var=var2, exact=exact, dps=dps)
     if exact:
         coeffs = tuple(sp.factorial(k) * a * b for k, (a, b) in enumerate(zip(h1, h2)))
     else:
         coeffs = tuple(mpmath.factorial(k) * a * b for k, (a, b) in enumerate(zip(h1, h2)))
     tails = []
     for h, v in ((h1, var), (h2, var2)):
-        second = _second_moment(act, v, dps)
+        second = _second_moment(activation, v, dps)
         tails.append(max(float(second - h.parseval_sum()), 0.0))
     bound = math.sqrt(tails[0] * tails[1])
-    return MehlerSeries(act, coeffs, bound, exact)
+    return MehlerSeries(activation, coeffs, bound, exact)
 
 
 @lru_cache(maxsize=128)

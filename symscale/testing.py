@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ._deprecation import renamed_arguments
 from .metrics.rates import SlopeFit, fit_loglog_slope  # the one log-log fit, re-exported
 
 __all__ = [
@@ -104,7 +105,8 @@ def assert_slope(x, y, expected: float, *, margin: float | None = None,
     return fit
 
 
-def reference_dual_kernel(act, q11: float, q12: float, q22: float, *, derivative: bool = False,
+@renamed_arguments(act="activation")
+def reference_dual_kernel(activation, q11: float, q12: float, q22: float, *, derivative: bool = False,
                           dps: int = 25) -> float:
     """E[phi(u) phi(v)] by adaptive mpmath integration: a slow, independent reference.
 
@@ -122,8 +124,8 @@ def reference_dual_kernel(act, q11: float, q12: float, q22: float, *, derivative
 
     from .activations import as_activation
 
-    act = as_activation(act)
-    f = (act.derivative() if derivative else act).mpmath
+    activation = as_activation(activation)
+    f = (activation.derivative() if derivative else activation).mpmath
     with mpmath.workdps(dps):
         s1, s2 = mpmath.sqrt(mpmath.mpf(q11)), mpmath.sqrt(mpmath.mpf(q22))
         gap = mpmath.sqrt(max(mpmath.mpf(q11) * q22 - mpmath.mpf(q12) ** 2, 0))

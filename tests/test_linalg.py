@@ -91,3 +91,20 @@ def test_renamed_names_still_work_and_warn(module, old, new):
                for w in caught)
     with pytest.raises(AttributeError):
         getattr(mod, old + "_nope")
+
+
+@pytest.mark.parametrize("call", [
+    lambda **k: __import__("symscale").dual_kernel_numeric(q11=1.0, q12=0.3, q22=1.0, **k),
+    lambda **k: __import__("symscale").deep_ntk.normalized_ntk(0.3, 3, **k),
+    lambda **k: __import__("symscale").nsde.drift(**k),
+])
+def test_the_act_keyword_still_works_and_warns(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = call(act="tanh")
+    assert any(issubclass(w.category, DeprecationWarning) and "activation=" in str(w.message)
+               for w in caught)
+    new = call(activation="tanh")
+    assert repr(old) == repr(new)
+    with pytest.raises(TypeError, match="both"):
+        call(act="tanh", activation="tanh")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._deprecation import renamed_arguments
 from ..activations import as_activation
 from ..families import is_relu
 from .nonlinear import _check_cumulants
@@ -37,27 +38,28 @@ def _bivariate_quadrature(act, mu, sd, rho):
     return out
 
 
-def gaussian_step(z: Cumulants, act, layer=None) -> tuple[Cumulants, int]:
+@renamed_arguments(act="activation")
+def gaussian_step(z: Cumulants, activation, layer=None) -> tuple[Cumulants, int]:
     """Mean and covariance of :math:`\\phi(Z)` for Gaussian :math:`Z` (all Mehler orders).
 
     ``layer`` (1-based) only names the layer in errors: ``FloatingPointError`` where the mean or
     covariance is not finite or a variance is not positive.
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     _check_cumulants(z, layer)
     S = z.full[2]
     mu = z.mean
     var = np.diagonal(S).copy()
     sd = np.sqrt(var)
-    w = wick_table(act, mu, var, 0, 2)
+    w = wick_table(activation, mu, var, 0, 2)
     m1, m2 = w[1, 0], w[2, 0]
     rho = np.clip(S / np.outer(sd, sd), -1.0, 1.0)
-    if is_relu(act.family):  # any registration of max(x, 0), not only the name "relu"
+    if is_relu(activation.family):  # any registration of max(x, 0), not only the name "relu"
         joint = relu_bivariate_moment_numeric(mu[:, None], mu[None, :], sd[:, None],
                                               sd[None, :], rho)
         flops = 60 * S.size
     else:
-        joint = _bivariate_quadrature(act, mu, sd, rho)
+        joint = _bivariate_quadrature(activation, mu, sd, rho)
         flops = 6 * S.size * _GH_DEG**2
     cov = joint - np.outer(m1, m1)
     np.fill_diagonal(cov, m2 - m1**2)

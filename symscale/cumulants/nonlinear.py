@@ -26,6 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._deprecation import renamed_arguments
 from ..activations import as_activation
 # the cached cores, for arguments that are valid by construction (the layer loop)
 from .diagrams import _diagrams, _int_tuple
@@ -262,7 +263,8 @@ def _check_cumulants(z: Cumulants, layer=None, positive: bool = True) -> np.ndar
     return var
 
 
-def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
+@renamed_arguments(act="activation")
+def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=None,
                    mean_only: bool = False, return_wick: bool = False, layer=None):
     r"""Cumulants of :math:`\phi(Z)` (tracked parts) and the FLOPs spent.
 
@@ -270,7 +272,7 @@ def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
     ----------
     z : Cumulants
         Pre-activation cumulants (must carry the diagonal variances).
-    act : str or Activation
+    activation : str or Activation
     tracking : Tracking
     bias_shift : array_like, optional
         Added to the mean before the activation (a bias folded into the step).
@@ -297,7 +299,7 @@ def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
         raise TypeError(f"z must be a Cumulants, got {type(z).__name__}")
     if not isinstance(tracking, Tracking):
         raise TypeError(f"tracking must be a Tracking, got {type(tracking).__name__}")
-    act = as_activation(act)
+    activation = as_activation(activation)
     var = _check_cumulants(z, layer)
     mean = z.mean
     if bias_shift is not None:
@@ -307,7 +309,7 @@ def nonlinear_step(z: Cumulants, act, tracking: Tracking, *, bias_shift=None,
                                      "overflows float64")
     k_max, p_max = required_orders(tracking)
     try:
-        w = wick_table(act, mean, var, k_max, p_max)
+        w = wick_table(activation, mean, var, k_max, p_max)
     except FloatingPointError as exc:
         raise FloatingPointError(
             f"{exc}{_where(layer)}: the pre-activations are too large (or their variances too "

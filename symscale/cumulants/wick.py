@@ -40,6 +40,7 @@ import numpy as np
 import scipy.special as sps
 import sympy as sp
 
+from .._deprecation import renamed_arguments
 from ..expectations import univariate_table
 from ..formula import Formula, Variable
 from ..hermite import hermite_he
@@ -52,13 +53,14 @@ __all__ = ["wick_table", "relu_gaussian_mean", "relu_gaussian_second_moment",
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
 
-def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
+@renamed_arguments(act="activation")
+def wick_table(activation, mean, var, k_max: int, p_max: int, *, method: str = "auto",
                return_method: bool = False):
     r"""Wick coefficients ``w[p, k, i] = E[(phi^p)^(k)(G_i)]``, ``G_i ~ N(mean_i, var_i)``.
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
         The activation phi.
     mean, var : float or 1-D array_like
         Means and variances (> 0) of the n neurons; scalars give n = 1.
@@ -105,7 +107,7 @@ def wick_table(act, mean, var, k_max: int, p_max: int, *, method: str = "auto",
     >>> w.shape, round(float(w[2, 0, 0]), 6)          # E tanh(Z)^2
     ((3, 2, 3), 0.394294)
     """
-    table = univariate_table(act, mean, var, k_max, p_max, method=method)
+    table = univariate_table(activation, mean, var, k_max, p_max, method=method)
     return (table.wick, table.method) if return_method else table.wick
 
 

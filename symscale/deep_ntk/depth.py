@@ -45,6 +45,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
+from .._deprecation import renamed_arguments
 from ..activations import as_activation
 from ..errors import NoClosedFormError, PrecisionWarning
 from ..families import TwoSlope
@@ -323,7 +324,8 @@ def _general_ntk(act, r, depth, weight_var, bias_var):
     return u12
 
 
-def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
+@renamed_arguments(act="activation")
+def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, *,
                    weight_var: float | None = None, bias_var: float = 0.0,
                    return_error: bool = False):
     r"""Normalized NTK :math:`\bar\Theta^{(L)}` of two unit inputs with correlation ``rho0``.
@@ -334,7 +336,7 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
         Input correlation(s) :math:`x^\top x'` in [-1, 1] (inputs on the unit sphere).
     depth : int
         Number of hidden layers :math:`L \ge 1`.
-    act : str or Activation
+    activation : str or Activation
         ReLU-type (two-slope) activations use the exact angle recursion; any other registered
         activation runs the :math:`(q,\rho)` recursion with numeric dual kernels (float64 only).
     dps : int, optional
@@ -385,13 +387,13 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
         weight_var = check_real(weight_var, "weight_var", low=0.0, low_open=True)
     bias_var = check_real(bias_var, "bias_var", low=0.0)
     return_error = check_bool(return_error, "return_error")
-    act, slopes = _two_slope(act)
+    activation, slopes = _two_slope(activation)
     if bias_var > 0:
         slopes = None  # the angle recursion is that of the bias-free network
     if dps is not None:
         if slopes is None:
             raise ValueError(f"dps is available for ReLU-type activations without bias only, "
-                             f"not {act.label} with bias_var={bias_var!r}")
+                             f"not {activation.label} with bias_var={bias_var!r}")
         dps = check_int(dps, "dps", low=5)
         vals = [_mp_ntk(float(x), depth, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
         if r.ndim == 0:
@@ -400,9 +402,9 @@ def normalized_ntk(rho0, depth: int, act="relu", dps: int | None = None, *,
     if slopes is None:
         if return_error:  # no rounding bound is known for the quadrature recursion
             raise ValueError(f"return_error=True needs the angle recursion of a ReLU-type "
-                             f"activation without bias, not {act.label} with "
+                             f"activation without bias, not {activation.label} with "
                              f"bias_var={bias_var!r}")
-        out = _general_ntk(act, np.atleast_1d(r).astype(float), depth, weight_var, bias_var)
+        out = _general_ntk(activation, np.atleast_1d(r).astype(float), depth, weight_var, bias_var)
         return out.reshape(r.shape)
     value, _ = _float_ntk(np.atleast_1d(r).astype(float), depth, *slopes)
     err = _float_error_bound(depth, value)
@@ -495,7 +497,8 @@ def _limit_value(a, b):
     return 0.25 if w > 0 else float("nan")
 
 
-def depth_limit(act="relu") -> DepthLimit:
+@renamed_arguments(act="activation")
+def depth_limit(activation="relu") -> DepthLimit:
     r"""Derive :math:`\lim_{L\to\infty}\bar\Theta^{(L)}` and its :math:`\ln L/L` correction.
 
     Works for activations whose dual kernel has a closed form in the registry and whose
@@ -516,23 +519,23 @@ def depth_limit(act="relu") -> DepthLimit:
     >>> lim.beta, lim.gamma, lim.epsilon, lim.exponent
     (1/(3*pi), 1/pi, 1/(6*pi**2), 3)
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     try:
-        k1, k0 = _normalized_kernels(act)
+        k1, k0 = _normalized_kernels(activation)
         beta, gamma, epsilon = _series_coefficients(k1, k0)
     except Exception as exc:  # no closed form, or a smooth kernel (no theta^3 term)
         raise ValueError(f"depth_limit needs a ReLU-type activation with closed-form kernels; "
-                         f"{act.label}: {exc}") from exc
+                         f"{activation.label}: {exc}") from exc
     if sp.simplify(beta) == 0:
-        raise ValueError(f"{act.label}: the angle map has no theta^2 term (smooth or linear "
+        raise ValueError(f"{activation.label}: the angle map has no theta^2 term (smooth or linear "
                          "activation); the limit is not of the algebraic ReLU type")
     a = sp.simplify(gamma / beta)
     value = sp.nsimplify(sp.simplify(1 / (1 + a)))
     logc = sp.simplify(epsilon / (beta**2 * (1 + a)))
-    params = [s for s in sorted(act.params, key=str)] if act.params else []
+    params = [s for s in sorted(activation.params, key=str)] if activation.params else []
     syms = [sp.Symbol(str(p)) for p in params]
     f = Formula(value, syms, name="ntk_depth_limit", lhs=r"\lim_{L\to\infty}\bar\Theta^{(L)}",
-                description=f"depth limit of the normalized NTK off the diagonal, {act.label}")
+                description=f"depth limit of the normalized NTK off the diagonal, {activation.label}")
     L = sp.Symbol("L", positive=True)
     rate = Formula(value + logc * sp.log(L) / L, [L], name="ntk_depth_asymptotics",
                    lhs=r"\bar\Theta^{(L)}",
@@ -540,14 +543,15 @@ def depth_limit(act="relu") -> DepthLimit:
     return DepthLimit(value, logc, beta, gamma, epsilon, a, f, rate)
 
 
-def angle_asymptotics(act="relu", order: int = 2) -> sp.Expr:
+@renamed_arguments(act="activation")
+def angle_asymptotics(activation="relu", order: int = 2) -> sp.Expr:
     r"""The large-:math:`h` angle :math:`\theta_h \approx 1/(\beta h + (\varepsilon/\beta)\ln h)`.
 
     >>> angle_asymptotics("relu")
     6*pi/(2*h + 3*log(h))
     """
     order = check_int(order, "order", low=1)
-    lim = depth_limit(act)
+    lim = depth_limit(activation)
     h = sp.Symbol("h", positive=True)
     den = h + (lim.epsilon / lim.beta**2) * sp.log(h) if order >= 2 else h
     return sp.simplify(1 / (lim.beta * den))
@@ -564,7 +568,8 @@ class CorrectionFit:
     scaled: np.ndarray
 
 
-def correction_fit(rho0: float, depths, act="relu") -> CorrectionFit:
+@renamed_arguments(act="activation")
+def correction_fit(rho0: float, depths, activation="relu") -> CorrectionFit:
     """Fit the correction over ``depths`` (float64 angle recursion, one pass to the deepest).
 
     >>> fit = correction_fit(0.5, [1000, 3000, 10000, 30000, 100000])
@@ -577,11 +582,11 @@ def correction_fit(rho0: float, depths, act="relu") -> CorrectionFit:
     if depths.size < 2:
         raise ValueError(f"depths must hold at least two distinct depths (a line is fitted), "
                          f"got {depths.tolist()}")
-    lim = float(depth_limit(act).value)
+    lim = float(depth_limit(activation).value)
     r = float(_check_rho(rho0))
-    _, slopes = _two_slope(act)
+    _, slopes = _two_slope(activation)
     if slopes is None:
-        raise ValueError(f"correction_fit needs a ReLU-type activation, got {act!r}")
+        raise ValueError(f"correction_fit needs a ReLU-type activation, got {activation!r}")
     vals = _values_at(r, depths, *slopes)
     scaled = depths * (vals - lim)
     A, c = np.polyfit(np.log(depths), scaled, 1)
@@ -639,7 +644,8 @@ class PhaseLimit:
     rate: float | None
 
 
-def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: float = 1e-6
+@renamed_arguments(act="activation")
+def phase_limit(activation, rho0: float = 0.5, weight_var: float | None = None, tol: float = 1e-6
                 ) -> PhaseLimit:
     r"""Classify the depth behaviour of any registered activation and give its NTK limit.
 
@@ -668,15 +674,15 @@ def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: fl
     """
     from ..kernels.numeric import dual_kernel_numeric
 
-    act = as_activation(act)
+    activation = as_activation(activation)
     r = float(_check_rho(rho0))
     tol = check_real(tol, "tol", low=0.0, low_open=True)
-    second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
+    second = float(dual_kernel_numeric(activation, 1.0, 1.0, 1.0))
     w = 1.0 / second if weight_var is None else check_real(weight_var, "weight_var", low=0.0,
                                                                low_open=True)
     q, converged = 1.0, False
     for _ in range(2000):  # variance fixed point (1 by construction for the default)
-        q_new = w * float(dual_kernel_numeric(act, q, q, q))
+        q_new = w * float(dual_kernel_numeric(activation, q, q, q))
         if not 1e-12 < q_new <= _Q_MAX:
             break  # no positive finite fixed point: q grows or dies out geometrically
         if abs(q_new - q) < 1e-14 * max(1.0, q):
@@ -685,27 +691,27 @@ def phase_limit(act, rho0: float = 0.5, weight_var: float | None = None, tol: fl
         q = q_new
     if not converged:
         raise ValueError(f"weight_var={weight_var!r}: the variance map q -> weight_var E[phi("
-                         f"sqrt(q) G)^2] of {act.label} has no fixed point q* in [1e-12, 1e150] "
+                         f"sqrt(q) G)^2] of {activation.label} has no fixed point q* in [1e-12, 1e150] "
                          f"reached from q = 1 (the kernels are those of q* and need one); "
                          f"the default weight_var = 1/E[phi(G)^2] has q* = 1")
-    chi1 = w * float(dual_kernel_numeric(act, q, q, q, derivative=True))
+    chi1 = w * float(dual_kernel_numeric(activation, q, q, q, derivative=True))
     if abs(chi1 - 1) < tol:
         try:
-            lim = float(depth_limit(act).value)
+            lim = float(depth_limit(activation).value)
         except ValueError as exc:
-            raise NoClosedFormError(f"{act.label} is critical (chi1 = {chi1:.6g}) but its depth "
+            raise NoClosedFormError(f"{activation.label} is critical (chi1 = {chi1:.6g}) but its depth "
                                     f"limit has no closed form ({exc}); evaluate "
-                                    f"normalized_ntk(rho0, depth, act) at large depth "
+                                    f"normalized_ntk(rho0, depth, activation) at large depth "
                                     f"instead") from exc
         return PhaseLimit("critical", chi1, chi1, 1.0, lim, None)
     rho = r
     for _ in range(20000):
-        rho_new = w * float(dual_kernel_numeric(act, q, rho * q, q)) / q
+        rho_new = w * float(dual_kernel_numeric(activation, q, rho * q, q)) / q
         if abs(rho_new - rho) < 1e-14:
             rho = rho_new
             break
         rho = min(rho_new, 1.0)
-    chi12 = w * float(dual_kernel_numeric(act, q, rho * q, q, derivative=True))
+    chi12 = w * float(dual_kernel_numeric(activation, q, rho * q, q, derivative=True))
     if chi1 < 1:
         phase, limit = "ordered", rho * (1 - chi1) / (1 - chi12) if chi12 < 1 else float("nan")
         rate = chi1

@@ -39,6 +39,7 @@ import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import expm1
 
+from .._deprecation import renamed_arguments
 from .. import families as fam
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
@@ -61,12 +62,13 @@ KERNEL_VARIABLES = (
 )
 
 
-def dual_kernel(act, derivative: bool = False) -> Formula:
-    """The dual kernel of ``act`` (or of its derivative) as a :class:`~symscale.Formula`.
+@renamed_arguments(act="activation")
+def dual_kernel(activation, derivative: bool = False) -> Formula:
+    """The dual kernel of ``activation`` (or of its derivative) as a :class:`~symscale.Formula`.
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
         A registered activation.
     derivative : bool
         If True return :math:`V_{\\phi'}` (the NTK factor), using the almost-everywhere
@@ -94,9 +96,9 @@ def dual_kernel(act, derivative: bool = False) -> Formula:
     >>> ss.dual_kernel("tanh")
     Traceback (most recent call last):
     ...
-    symscale.errors.NoClosedFormError: no closed-form dual kernel for tanh; use symscale.dual_kernel_numeric(act, q11, q12, q22) (quadrature, deg=...)
+    symscale.errors.NoClosedFormError: no closed-form dual kernel for tanh; use symscale.dual_kernel_numeric(activation, q11, q12, q22) (quadrature, deg=...)
     """
-    return _dual_kernel(as_activation(act), check_bool(derivative, "derivative"))
+    return _dual_kernel(as_activation(activation), check_bool(derivative, "derivative"))
 
 
 @lru_cache(maxsize=256)
@@ -105,7 +107,7 @@ def _dual_kernel(act: Activation, derivative: bool) -> Formula:
     if target.family is None:
         raise NoClosedFormError(
             f"no closed-form dual kernel for {target.label}; use "
-            "symscale.dual_kernel_numeric(act, q11, q12, q22) (quadrature, deg=...)"
+            "symscale.dual_kernel_numeric(activation, q11, q12, q22) (quadrature, deg=...)"
         )
     display, stable = closed_form(target.family)
     tag = target.label.replace("_", r"\_").replace("'", "")
@@ -281,7 +283,8 @@ _BUILDERS = {
 # samplers
 
 
-def pair_sampler(act: Activation):
+@renamed_arguments(act="activation")
+def pair_sampler(activation: Activation):
     """Sampler of phi(u) phi(v) for (u, v) ~ N(0, [[q11, q12], [q12, q22]])."""
 
     def sampler(point, n, rng):
@@ -294,7 +297,7 @@ def pair_sampler(act: Activation):
         s1 = math.sqrt(a11)
         lead = a12 / s1 if s1 > 0 else 0.0
         rest = math.sqrt(max(a22 - lead * lead, 0.0))
-        return act(s1 * z1) * act(lead * z1 + rest * z2)
+        return activation(s1 * z1) * activation(lead * z1 + rest * z2)
 
     return sampler
 

@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
+from .._deprecation import renamed_arguments
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
 from ..expectations import graded_moment
@@ -38,7 +39,8 @@ sigma2 = sp.Symbol("sigma2", positive=True)
 _VARIABLES = (Variable(mu, "mean of u"), Variable(sigma2, "variance of u"))
 
 
-def gaussian_moment(act, power: int = 1) -> Formula:
+@renamed_arguments(act="activation")
+def gaussian_moment(activation, power: int = 1) -> Formula:
     """E[phi(u)^power] for u ~ N(mu, sigma2) as a :class:`~symscale.Formula` in ``mu, sigma2``.
 
     Raises
@@ -51,7 +53,7 @@ def gaussian_moment(act, power: int = 1) -> Formula:
         ``power < 1``.
     """
     power = check_int(power, "power", low=1)
-    return _gaussian_moment(as_activation(act), power)
+    return _gaussian_moment(as_activation(activation), power)
 
 
 @lru_cache(maxsize=256)
@@ -82,7 +84,8 @@ def _gaussian_moment(act: Activation, power: int) -> Formula:
     )
 
 
-def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None = None):
+@renamed_arguments(act="activation")
+def gaussian_moment_numeric(activation, mean, var, power: int = 1, *, deg: int | None = None):
     """E[phi(u)^power] for u ~ N(mean, var), vectorized float64.
 
     The closed form is used where one exists (with the exact value phi(mean)^power at
@@ -104,7 +107,7 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
     OverflowError
         The moment exceeds float64.
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     power = check_int(power, "power", low=1)
     if deg is not None:
         deg = check_int(deg, "deg", low=8)
@@ -125,16 +128,16 @@ def gaussian_moment_numeric(act, mean, var, power: int = 1, *, deg: int | None =
     m, v = m + 0.0, v + 0.0  # -0.0 -> +0.0 (phi(-0.0) may differ in sign from phi(+0.0))
     with np.errstate(all="ignore"):
         try:
-            f = _gaussian_moment(act, power).numeric("numpy")
+            f = _gaussian_moment(activation, power).numeric("numpy")
             out = np.asarray(f(m, np.where(v > 0, v, 1.0)), dtype=float)
         except NoClosedFormError:
-            out = graded_moment(act, m, v, power, deg or 160)
-        out = np.where(v > 0, out, act(m) ** power)
+            out = graded_moment(activation, m, v, power, deg or 160)
+        out = np.where(v > 0, out, activation(m) ** power)
     out = np.broadcast_to(out, m.shape).copy()
     if not np.all(np.isfinite(out)):
         idx = _first(~np.isfinite(out))
         raise OverflowError(
-            f"E[{act.label}(u)^{power}] is not finite in float64 at mean={float(m[idx])!r}, "
+            f"E[{activation.label}(u)^{power}] is not finite in float64 at mean={float(m[idx])!r}, "
             f"var={float(v[idx])!r}"
         )
     return float(out) if out.ndim == 0 else out

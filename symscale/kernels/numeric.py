@@ -45,6 +45,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._deprecation import renamed_arguments
 from .. import families as fam
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
@@ -139,7 +140,8 @@ def check_covariance(q11, q12, q22, *, names=("q11", "q12", "q22")):
     return a11 + 0.0, c, a22 + 0.0
 
 
-def dual_kernel_numeric(act, q11, q12, q22, *, derivative: bool = False, deg: int | None = None,
+@renamed_arguments(act="activation")
+def dual_kernel_numeric(activation, q11, q12, q22, *, derivative: bool = False, deg: int | None = None,
                         method: str = "polar", return_error: bool = False):
     """E[phi(u) phi(v)] for (u, v) ~ N(0, [[q11, q12], [q12, q22]]), vectorized in float64.
 
@@ -153,7 +155,7 @@ def dual_kernel_numeric(act, q11, q12, q22, *, derivative: bool = False, deg: in
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
         Any registered activation.
     q11, q12, q22 : array_like
         Broadcastable arrays of real variances and covariances.
@@ -189,7 +191,7 @@ def dual_kernel_numeric(act, q11, q12, q22, *, derivative: bool = False, deg: in
     FloatingPointError
         The activation evaluator produced NaN (never returned silently).
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     derivative = check_bool(derivative, "derivative")
     return_error = check_bool(return_error, "return_error")
     if deg is not None:
@@ -197,9 +199,9 @@ def dual_kernel_numeric(act, q11, q12, q22, *, derivative: bool = False, deg: in
     if not isinstance(method, str) or method not in _DEFAULT_DEG:
         raise ValueError(f"method must be 'polar' or 'hermite', got {method!r}")
     a11, a12, a22 = check_covariance(q11, q12, q22)
-    target = act.derivative() if derivative else act
+    target = activation.derivative() if derivative else activation
     try:
-        formula = _dual_kernel(act, derivative)
+        formula = _dual_kernel(activation, derivative)
     except NoClosedFormError:
         formula = None
     with np.errstate(all="ignore"):
@@ -590,17 +592,18 @@ def _is_identity(act: Activation) -> bool:
     return act.expr == X
 
 
-def check_dual_kernel(act, *, derivative: bool = False, points=None, n_points: int = 3,
+@renamed_arguments(act="activation")
+def check_dual_kernel(activation, *, derivative: bool = False, points=None, n_points: int = 3,
                       n_samples: int = 200_000, seed: int = 0, n_sigma: float = 5.0,
                       **quadrature) -> CheckReport:
     """Sampling check of :func:`dual_kernel_numeric` for any activation.
 
-    With a closed form this is ``dual_kernel(act, derivative).check(...)``; without one it
+    With a closed form this is ``dual_kernel(activation, derivative).check(...)``; without one it
     compares the quadrature value with the Monte Carlo mean of phi(u) phi(v) at each point.
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
     derivative : bool
         Check the NTK factor (phi').
     points : list of dict, optional
@@ -616,20 +619,20 @@ def check_dual_kernel(act, *, derivative: bool = False, points=None, n_points: i
     >>> ss.check_dual_kernel("tanh", n_samples=50_000, seed=1).passed
     True
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     derivative = check_bool(derivative, "derivative")
     n_points = check_int(n_points, "n_points", low=1)
     n_samples = check_int(n_samples, "n_samples", low=2)
     seed = check_seed(seed)
     n_sigma = check_real(n_sigma, "n_sigma", low=0, low_open=True)
     try:
-        formula = _dual_kernel(act, derivative)
+        formula = _dual_kernel(activation, derivative)
     except NoClosedFormError:
         formula = None
     if formula is not None:
         return formula.check(points, n_points=n_points, n_samples=n_samples, seed=seed,
                              n_sigma=n_sigma)
-    target = act.derivative() if derivative else act
+    target = activation.derivative() if derivative else activation
     rng = np.random.default_rng(seed)
     if points is None:
         points = [random_psd_point(rng) for _ in range(n_points)]
@@ -637,7 +640,7 @@ def check_dual_kernel(act, *, derivative: bool = False, points=None, n_points: i
     rows = []
     for p in points:
         p = {k: float(p[k]) for k in ("q11", "q12", "q22")}
-        value = dual_kernel_numeric(act, p["q11"], p["q12"], p["q22"], derivative=derivative,
+        value = dual_kernel_numeric(activation, p["q11"], p["q12"], p["q22"], derivative=derivative,
                                     **quadrature)
         mean, se = sample_mean(lambda n, r: sampler(p, n, r), n_samples, rng)
         rows.append(CheckRow.make(p, value, mean, se, n_samples, n_sigma))

@@ -37,7 +37,8 @@ from itertools import combinations_with_replacement
 import numpy as np
 import sympy as sp
 
-from ..activations import activation
+from .._deprecation import renamed_arguments
+from ..activations import activation as make_activation
 from ..formula import CheckReport, CheckRow, Formula, Variable, sample_mean
 from ..errors import DomainError
 from ..kernels.numeric import dual_kernel_numeric
@@ -72,14 +73,15 @@ def _pairs(P):
     return list(combinations_with_replacement(range(P), 2))
 
 
-def generator(F, act, P: int, **drift_params) -> sp.Expr:
+@renamed_arguments(act="activation")
+def generator(F, activation, P: int, **drift_params) -> sp.Expr:
     """The generator of the neural covariance SDE applied to a sympy function F of V.
 
     Parameters
     ----------
     F : sympy.Expr
         A function of the symbols of :func:`gram_symbols` ``(P)``.
-    act : activation, Shaped or drift Formula
+    activation : activation, Shaped or drift Formula
         Where the drift comes from (symbolic parameters stay symbolic).
     P : int
         Number of inputs.
@@ -97,7 +99,7 @@ def generator(F, act, P: int, **drift_params) -> sp.Expr:
                         f"{type(F).__name__}")
     V = gram_symbols(P)
     P = V.shape[0]
-    b = _drift_formula(act, drift_params)
+    b = _drift_formula(activation, drift_params)
     pairs = _pairs(P)
     coords = [V[a, c] for a, c in pairs]
     out = sp.S.Zero
@@ -123,10 +125,11 @@ def _drift_formula(act, params):
 # numeric pieces
 
 
-def drift_matrix(V, act, **drift_params) -> np.ndarray:
+@renamed_arguments(act="activation")
+def drift_matrix(V, activation, **drift_params) -> np.ndarray:
     """b(V) as a P x P matrix (numeric parameters required)."""
     V = check_psd(V, "V")
-    f = _drift_formula(act, drift_params)
+    f = _drift_formula(activation, drift_params)
     extra = [v.name for v in f.variables if v.symbol not in (Vaa, Vab, Vbb)]
     if extra:
         raise ValueError(f"the drift has symbolic parameters {extra}; give their values")
@@ -336,7 +339,8 @@ def _evidence_terms(V, Y, beta, b):
     return float(linear), float(nonlinear)
 
 
-def evidence_first_order(X, Y, act, beta=np.inf, **drift_params) -> EvidenceRate:
+@renamed_arguments(act="activation")
+def evidence_first_order(X, Y, activation, beta=np.inf, **drift_params) -> EvidenceRate:
     """First-order change of the log evidence with effective depth tau = LP/N.
 
     Parameters
@@ -345,7 +349,7 @@ def evidence_first_order(X, Y, act, beta=np.inf, **drift_params) -> EvidenceRate
         Inputs (rows); V0 = X X^T / d.
     Y : (P,) array
         Labels.
-    act : activation, Shaped or drift Formula
+    activation : activation, Shaped or drift Formula
         The shaped activation (numeric parameters: ``a=`` or ``c_plus_value=``,
         ``c_minus_value=``).
     beta : float
@@ -363,18 +367,19 @@ def evidence_first_order(X, Y, act, beta=np.inf, **drift_params) -> EvidenceRate
     beta = _beta(beta)
     V0 = _gram(X)
     _check_interpolation(V0, beta)
-    b = drift_matrix(V0, act, **drift_params)
+    b = drift_matrix(V0, activation, **drift_params)
     linear, nonlinear = _evidence_terms(V0, Y, beta, b)
     rate_t = linear + nonlinear
     P = len(Y)
     return EvidenceRate(rate_t / P, linear / P, nonlinear / P, rate_t, V0)
 
 
-def partition_function(X, Y, act, beta, tau: float, *, n_samples: int = 2000, seed: int = 0,
+@renamed_arguments(act="activation")
+def partition_function(X, Y, activation, beta, tau: float, *, n_samples: int = 2000, seed: int = 0,
                        method: str = "chain", dt: float = 1e-3, **drift_params):
     """Monte Carlo Z_beta(tau) = E[N(Y; 0, V + I/beta)] with V at depth-time tau.
 
-    ``method="chain"``: the exact finite-width chain with L = round(tau n / P) layers (``act``
+    ``method="chain"``: the exact finite-width chain with L = round(tau n / P) layers (``activation``
     must be a Shaped activation, which fixes n); ``"sde"``: the matrix SDE at t = tau / P.
 
     Paths that explode, and kernels with a singular V + I/beta, count with likelihood 0.
@@ -398,15 +403,15 @@ def partition_function(X, Y, act, beta, tau: float, *, n_samples: int = 2000, se
     V0 = _gram(X)
     P = len(Y)
     if method == "chain":
-        if not isinstance(act, Shaped):
+        if not isinstance(activation, Shaped):
             raise ValueError("method='chain' needs a Shaped activation (it fixes the width n)")
         if drift_params:
             raise ValueError(f"{sorted(drift_params)} do not apply to method='chain' (the Shaped "
                              "activation fixes the network)")
-        depth = int(round(tau * act.n / P))
-        paths = finite_width_chain(V0, act, depth=depth, n_chains=n_samples, seed=seed)
+        depth = int(round(tau * activation.n / P))
+        paths = finite_width_chain(V0, activation, depth=depth, n_chains=n_samples, seed=seed)
     else:
-        paths = simulate_sde(V0, act, t=tau / P, dt=dt, n_paths=n_samples, seed=seed,
+        paths = simulate_sde(V0, activation, t=tau / P, dt=dt, n_paths=n_samples, seed=seed,
                              **drift_params)
     logs = np.array([_log_lik(V, Y, beta) for V in paths.values])
     logs[~paths.valid] = -np.inf  # an exploded kernel has vanishing likelihood
@@ -441,7 +446,8 @@ class PredictiveRate:
     data_term: float
 
 
-def predictive_first_order(X, Y, x0, act, beta=np.inf, **drift_params) -> PredictiveRate:
+@renamed_arguments(act="activation")
+def predictive_first_order(X, Y, x0, activation, beta=np.inf, **drift_params) -> PredictiveRate:
     """First-order (in tau) posterior predictive mean and variance at a test input x0."""
     X, Y = _data(X, Y)
     x0 = _test_input(x0, X)
@@ -470,7 +476,7 @@ def predictive_first_order(X, Y, x0, act, beta=np.inf, **drift_params) -> Predic
     def logF(V):
         return _log_lik(V[:P, :P], Y, beta)
 
-    b = drift_matrix(Vbar, act, **drift_params)
+    b = drift_matrix(Vbar, activation, **drift_params)
     m0, v0 = parts(Vbar)
     Lmu = generator_numeric(mu, Vbar, b)
     Gmu = carre_du_champ(logF, mu, Vbar)
@@ -511,17 +517,18 @@ _P, _v, _y2, _ybar, _s2 = sp.symbols("P v y2 ybar s2", positive=True)
 _ybar = sp.Symbol("ybar", real=True)
 
 
-def depth_benefit(act=None, **drift_params) -> DepthBenefit:
+@renamed_arguments(act="activation")
+def depth_benefit(activation=None, **drift_params) -> DepthBenefit:
     """The first-order depth criterion, derived symbolically from the evidence rate.
 
     ``act=None`` gives the generic smooth activation in ``phi2 = phi''(0)``,
     ``phi3 = phi'''(0)`` and ``a``; a two-slope activation gives the shaped ReLU in
     ``c_plus, c_minus``, with ``threshold`` the critical ``(c_plus - c_minus)^2``.
     """
-    if act is None:
+    if activation is None:
         phi2, phi3 = sp.symbols("phi2 phi3", real=True)
-        act = activation("polynomial", coefficients=(0, 1, phi2 / 2, phi3 / 6))
-    b = _drift_formula(act, drift_params)
+        activation = make_activation("polynomial", coefficients=(0, 1, phi2 / 2, phi3 / 6))
+    b = _drift_formula(activation, drift_params)
     # orthogonal inputs: drift entries on and off the diagonal
     b_diag = sp.simplify(b.expr.xreplace({Vaa: _v, Vab: _v, Vbb: _v}))
     b_off = sp.simplify(b.expr.xreplace({Vaa: _v, Vab: 0, Vbb: _v}))
@@ -557,16 +564,17 @@ def depth_benefit(act=None, **drift_params) -> DepthBenefit:
 # Monte Carlo check through one layer of the exact chain
 
 
-def check_first_order(X, Y, act: Shaped, beta=np.inf, *, x0=None, n_samples: int = 20_000,
+@renamed_arguments(act="activation")
+def check_first_order(X, Y, activation: Shaped, beta=np.inf, *, x0=None, n_samples: int = 20_000,
                       seed: int = 0, n_sigma: float = 5.0) -> CheckReport:
     """Compare the first-order formulas with one layer of the exact finite-width chain.
 
     For G = F (evidence) and, with ``x0``, G = F mu (predictive mean), the estimator
     n [G(V_1) - G(V_0) - DG(V_0)[V_1 - E V_1]] has mean n (E G(V_1) - G(V_0)) -> L G(V_0) as
     n -> oo, and O(1) variance because the linear fluctuation (mean exactly 0; E V_1 from the
-    dual kernel) is subtracted. ``act`` fixes the width n (bias O(1/n) smooth, O(n^-1/2) ReLU).
+    dual kernel) is subtracted. ``activation`` fixes the width n (bias O(1/n) smooth, O(n^-1/2) ReLU).
     """
-    if not isinstance(act, Shaped):
+    if not isinstance(activation, Shaped):
         raise ValueError("check_first_order needs a Shaped activation (it fixes the width n)")
     X, Y = _data(X, Y)
     beta = _beta(beta)
@@ -578,7 +586,7 @@ def check_first_order(X, Y, act: Shaped, beta=np.inf, *, x0=None, n_samples: int
     Xa = X if x0 is None else np.vstack([X, x0])
     V0 = _gram(Xa)
     P = len(Y)
-    n, c, phi = act.n, act.weight_var, act.activation
+    n, c, phi = activation.n, activation.weight_var, activation.activation
     d = np.diag(V0)
     EV1 = c * dual_kernel_numeric(phi, d[:, None], V0, d[None, :])
     S = psd_sqrt(V0)
@@ -591,10 +599,10 @@ def check_first_order(X, Y, act: Shaped, beta=np.inf, *, x0=None, n_samples: int
         C = V[:P, :P] + noise * np.eye(P)
         return F(V) * (V[:P, P] @ np.linalg.solve(C, Y))
 
-    ev = evidence_first_order(X, Y, act, beta)
+    ev = evidence_first_order(X, Y, activation, beta)
     targets = [("evidence: (L F / F)(V0)", F, ev.rate_t, lambda G0: G0)]
     if x0 is not None:
-        pr = predictive_first_order(X, Y, x0, act, beta)
+        pr = predictive_first_order(X, Y, x0, activation, beta)
         # L(F mu) = F (d mean/dt + mu L F / F), from the two public results
         lfmu = P * pr.mean_slope + pr.mean * ev.rate_t
         targets.append(("predictive: L(F mu) / F", Fmu, lfmu, lambda G0: F(V0)))

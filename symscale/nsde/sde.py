@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
+from .._deprecation import renamed_arguments
 from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
 from ..formula import Formula, Variable
@@ -93,12 +94,13 @@ def _gaussian_expectation_uv(poly):
 # drift
 
 
-def drift(act, *, a=None, c_plus_value=None, c_minus_value=None) -> Formula:
+@renamed_arguments(act="activation")
+def drift(activation, *, a=None, c_plus_value=None, c_minus_value=None) -> Formula:
     """The drift b(V)_ab of the neural covariance SDE as a :class:`~symscale.Formula`.
 
     Parameters
     ----------
-    act : str, Activation or Shaped
+    activation : str, Activation or Shaped
         A smooth base activation (phi(0) = 0, phi'(0) = 1), a monotone two-slope activation
         (relu, leaky_relu with alpha >= 0, shaped_relu), which names the shaped-ReLU family
         (slopes 1 + c_pm / sqrt(n): the activation's own slopes do not enter), or a
@@ -122,31 +124,31 @@ def drift(act, *, a=None, c_plus_value=None, c_minus_value=None) -> Formula:
         -1 and +1 keep it far from the identity: one layer moves the correlation by O(1), so
         no covariance SDE exists), or phi(0) != 0 or phi'(0) != 1.
     ValueError, TypeError
-        A parameter that does not apply to ``act`` (``a`` for a two-slope activation,
+        A parameter that does not apply to ``activation`` (``a`` for a two-slope activation,
         ``c_plus_value`` for a smooth one, any of them for a Shaped), or a non-finite one.
     """
     given = {k: v for k, v in (("a", a), ("c_plus_value", c_plus_value),
                                ("c_minus_value", c_minus_value)) if v is not None}
-    if isinstance(act, Shaped):
+    if isinstance(activation, Shaped):
         if given:
             raise ValueError(f"{sorted(given)} are fixed by the Shaped activation; do not pass "
                              "them too")
-        if act.kind == "relu":
-            return _relu_drift(act.c_plus, act.c_minus)
-        return _smooth_drift(act.base, act.a)
-    act = as_activation(act)
-    if isinstance(act.family, TwoSlope):
-        _check_relu_like(act)
+        if activation.kind == "relu":
+            return _relu_drift(activation.c_plus, activation.c_minus)
+        return _smooth_drift(activation.base, activation.a)
+    activation = as_activation(activation)
+    if isinstance(activation.family, TwoSlope):
+        _check_relu_like(activation)
         if a is not None:
-            raise ValueError(f"a={a!r} applies to smooth activations; {act.label} is a two-slope "
+            raise ValueError(f"a={a!r} applies to smooth activations; {activation.label} is a two-slope "
                              "activation (shaped ReLU): give c_plus_value / c_minus_value")
         return _relu_drift(_param(c_plus_value, "c_plus_value"),
                            _param(c_minus_value, "c_minus_value"))
     for name in ("c_plus_value", "c_minus_value"):
         if name in given:
             raise ValueError(f"{name}={given[name]!r} applies to two-slope (shaped ReLU) "
-                             f"activations; {act.label} is smooth: give a")
-    return _smooth_drift(act, _param(a, "a", positive=True))
+                             f"activations; {activation.label} is smooth: give a")
+    return _smooth_drift(activation, _param(a, "a", positive=True))
 
 
 def _param(value, name, positive=False):
@@ -355,13 +357,14 @@ class CorrelationSDE:
     variance: Formula
 
 
-def correlation_sde(act, **params) -> CorrelationSDE:
+@renamed_arguments(act="activation")
+def correlation_sde(activation, **params) -> CorrelationSDE:
     """The Itô SDE of rho = V_12 / sqrt(V_11 V_22) for P = 2, derived by Itô's formula.
 
     Variables: ``rho``, ``V_11``, ``V_22`` (the ReLU drift does not depend on the variances)
     plus symbolic parameters. ``params`` are passed to :func:`drift`.
     """
-    b = drift(act, **params)
+    b = drift(activation, **params)
     v11, v22 = sp.symbols("V_11 V_22", positive=True)
     v12 = sp.Symbol("V_12", real=True)
     V = sp.Matrix([[v11, v12], [v12, v22]])
@@ -386,9 +389,9 @@ def correlation_sde(act, **params) -> CorrelationSDE:
     used = drift_r.free_symbols
     vars_ = [Variable(rho, "correlation")] + [Variable(x) for x in (v11, v22) if x in used] + \
         params_vars
-    numeric = b.sampler is not None or isinstance(act, Shaped) or \
+    numeric = b.sampler is not None or isinstance(activation, Shaped) or \
         not (set(b.expr.free_symbols) - {Vaa, Vab, Vbb, a_sym, c_plus, c_minus})
-    step = (lambda stat: _chain_step_sampler(act, params, stat)) if numeric else (lambda s: None)
+    step = (lambda stat: _chain_step_sampler(activation, params, stat)) if numeric else (lambda s: None)
     points = _rho_points([v.name for v in vars_[1:]]) if numeric else None
     return CorrelationSDE(
         Formula(drift_r, vars_, name=f"drift_rho[{b.name}]", lhs=r"\mu_\rho",
@@ -479,19 +482,20 @@ class ExplosionCriterion:
         return mu > 0
 
 
-def explosion_criterion(act, a=None) -> ExplosionCriterion:
+@renamed_arguments(act="activation")
+def explosion_criterion(activation, a=None) -> ExplosionCriterion:
     """mu = b_aa / V_aa^2 read off the derived drift; mu = a^-2 (3/4 phi''(0)^2 + phi'''(0)).
 
     The diagonal obeys dV_aa = mu V_aa^2 dt + sqrt(2) V_aa dB; with Y = 1/V_aa,
     dY = (2Y - mu) dt - sqrt(2) Y dB, so Y reaches 0 (V_aa explodes) in finite time with
     positive probability iff mu > 0.
     """
-    if isinstance(act, Shaped):
+    if isinstance(activation, Shaped):
         if a is not None:
             raise ValueError(f"a={a!r} is fixed by the Shaped activation; do not pass it too")
-        b = drift(act)
+        b = drift(activation)
     else:
-        b = drift(act, a=a)
+        b = drift(activation, a=a)
     mu = sp.simplify(b.expr.xreplace({Vaa: Vaa, Vab: Vaa, Vbb: Vaa}) / Vaa**2)
     def diagonal_sampler(point, n, rng):  # the drift's sampler on the diagonal, over V^2
         v = 1.3

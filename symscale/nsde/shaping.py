@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ..activations import Activation, X, activation, as_activation
+from .._deprecation import renamed_arguments
+from ..activations import Activation, X, as_activation
+from ..activations import activation as make_activation
 from ..errors import DomainError
 from ..validation import check_int, check_real
 
@@ -71,7 +73,8 @@ def _finite(v, name):
     return check_real(v, name)
 
 
-def taylor_at_zero(act, order: int = 3) -> list:
+@renamed_arguments(act="activation")
+def taylor_at_zero(activation, order: int = 3) -> list:
     """phi(0), phi'(0), ..., phi^(order)(0) of a smooth activation (exact sympy values).
 
     Raises
@@ -79,12 +82,12 @@ def taylor_at_zero(act, order: int = 3) -> list:
     DomainError
         phi is not smooth at 0 (a kink or a jump there).
     """
-    act = as_activation(act)
+    activation = as_activation(activation)
     order = check_int(order, "order", low=0)
-    if any(abs(k) < 1e-12 for k in act.kinks):
-        raise DomainError(f"activation {act.label} is not smooth at 0 (kink or jump); shaping a "
+    if any(abs(k) < 1e-12 for k in activation.kinks):
+        raise DomainError(f"activation {activation.label} is not smooth at 0 (kink or jump); shaping a "
                           "non-smooth activation needs shaped_relu / the ReLU drift")
-    out, e = [], act.expr
+    out, e = [], activation.expr
     for _ in range(order + 1):
         out.append(sp.simplify(e.subs(X, 0)))
         e = sp.diff(e, X)
@@ -98,7 +101,8 @@ def _check_base(act):
                           f"phi(0) = {coeffs[0]}, phi'(0) = {coeffs[1]}")
 
 
-def shaped(act, a: float, n: int) -> Shaped:
+@renamed_arguments(act="activation")
+def shaped(activation, a: float, n: int) -> Shaped:
     """phi_s(x) = s phi(x / s) with s = a sqrt(n) (weight variance 1).
 
     Raises
@@ -108,7 +112,7 @@ def shaped(act, a: float, n: int) -> Shaped:
     ValueError
         a <= 0 or n < 1.
     """
-    base = as_activation(act)
+    base = as_activation(activation)
     _check_base(base)
     a = _finite(a, "a")
     if a <= 0:
@@ -116,7 +120,7 @@ def shaped(act, a: float, n: int) -> Shaped:
     n = _width(n)
     if not math.isfinite(a * math.sqrt(n)):
         raise OverflowError(f"s = a sqrt(n) overflows float64 (a={a!r}, n={n})")
-    return Shaped("smooth", activation("shaped", base=base, s=a * math.sqrt(n)), 1.0, n,
+    return Shaped("smooth", make_activation("shaped", base=base, s=a * math.sqrt(n)), 1.0, n,
                   base=base, a=a)
 
 
@@ -136,5 +140,5 @@ def shaped_relu(c_plus: float, c_minus: float, n: int) -> Shaped:
         raise ValueError(f"c_plus={c_plus!r} and c_minus={c_minus!r} make both slopes "
                          f"1 + c/sqrt(n) zero at n={n}: the weight variance 2/(s+^2 + s-^2) is "
                          "infinite")
-    act = activation("shaped_relu", s_plus=sp_, s_minus=sm)
+    act = make_activation("shaped_relu", s_plus=sp_, s_minus=sm)
     return Shaped("relu", act, 2.0 / (sp_ * sp_ + sm * sm), n, c_plus=c_plus, c_minus=c_minus)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from .._deprecation import renamed_arguments
 from ..activations import as_activation
 from ..errors import PathStatisticWarning
 from ..formula import Formula
@@ -210,7 +211,8 @@ def _network_spec(act, n, weight_var):
 # finite width
 
 
-def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: int = 1000,
+@renamed_arguments(act="activation")
+def finite_width_chain(V0, activation, n: int | None = None, depth: int = 1, n_chains: int = 1000,
                        seed: int = 0, *, weight_var: float | None = None, save_every: int = 0,
                        progress: bool = False) -> Paths:
     """The exact Markov chain of the Gram matrix of a width-n network.
@@ -219,17 +221,17 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
     ----------
     V0 : (P, P) array
         Input Gram matrix (PSD).
-    act : Shaped, str or Activation
+    activation : Shaped, str or Activation
         A :class:`Shaped` activation (its width and weight variance), or any activation with
         ``n`` and ``weight_var`` given.
     n : int, optional
-        Width (>= 1); required unless ``act`` is Shaped (then it must match).
+        Width (>= 1); required unless ``activation`` is Shaped (then it must match).
     depth, n_chains : int
         Layers (>= 0) and independent chains (>= 1).
     seed : int, optional
         Seed of ``numpy.random.default_rng`` (>= 0), or None.
     weight_var : float, optional
-        c > 0 in V' = (c/n) phi(Z)^T phi(Z) (default 1 unless ``act`` is Shaped).
+        c > 0 in V' = (c/n) phi(Z)^T phi(Z) (default 1 unless ``activation`` is Shaped).
     save_every : int
         Also keep every ``save_every``-th layer (0: final only).
     progress : bool
@@ -241,7 +243,7 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
         ``t = depth / n``.
     """
     V0 = check_psd(V0, "V0")
-    phi, c, n = _network_spec(act, n, weight_var)
+    phi, c, n = _network_spec(activation, n, weight_var)
     depth = _count(depth, "depth", 0)
     n_chains = _count(n_chains, "n_chains", 1)
     rng = check_random_state(seed)
@@ -269,7 +271,8 @@ def finite_width_chain(V0, act, n: int | None = None, depth: int = 1, n_chains: 
                  np.array(saved) if saved else None)
 
 
-def finite_width_network(X, act, n: int | None = None, depth: int = 1, n_networks: int = 100,
+@renamed_arguments(act="activation")
+def finite_width_network(X, activation, n: int | None = None, depth: int = 1, n_networks: int = 100,
                          seed: int = 0, *, weight_var: float | None = None) -> Paths:
     """Direct simulation of the shaped MLP on inputs X (P x d): explicit Gaussian weights.
 
@@ -279,7 +282,7 @@ def finite_width_network(X, act, n: int | None = None, depth: int = 1, n_network
     X = check_array(X, "X")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a finite P x d array, got shape {X.shape}")
-    phi, c, n = _network_spec(act, n, weight_var)
+    phi, c, n = _network_spec(activation, n, weight_var)
     depth = _count(depth, "depth", 1)
     n_networks = _count(n_networks, "n_networks", 1)
     rng = check_random_state(seed)
@@ -336,7 +339,8 @@ def _wishart_unit(rng, k, P, m):
     return A @ np.swapaxes(A, -1, -2) / m
 
 
-def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
+@renamed_arguments(act="activation")
+def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 0, *,
                  scheme: str = "euler", save_every: int = 0, progress: bool = False,
                  explode_at: float = 1e10, **drift_params) -> Paths:
     """Simulate dV = b(V) dt + V^{1/2} dW V^{1/2} from V0 up to time t.
@@ -344,7 +348,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
     Parameters
     ----------
     V0 : (P, P) array
-    act : Shaped, activation or drift Formula
+    activation : Shaped, activation or drift Formula
         Where the drift comes from (numeric parameters required: a Shaped, or ``a=`` /
         ``c_plus_value=`` / ``c_minus_value=`` in ``drift_params``).
     t, dt : float
@@ -386,7 +390,7 @@ def simulate_sde(V0, act, t: float, dt: float, n_paths: int, seed: int = 0, *,
         raise ValueError(f"scheme='psd' draws Wishart matrices with m = round(1/dt) = {m} degrees "
                          f"of freedom, which needs m >= P = {P}: take dt <= {1 / P:g}, got "
                          f"dt={dt!r}")
-    b = _drift_function(act, drift_params)
+    b = _drift_function(activation, drift_params)
     rng = np.random.default_rng(seed)
     limit = explode_at * max(np.abs(V0).max(), 1e-300)
     V = np.broadcast_to(V0, (n_paths, P, P)).copy()
@@ -447,7 +451,8 @@ def _steps(t, dt):
     return int(round(ratio))
 
 
-def simulate_correlation_sde(rho0: float, act, t: float, dt: float, n_paths: int,
+@renamed_arguments(act="activation")
+def simulate_correlation_sde(rho0: float, activation, t: float, dt: float, n_paths: int,
                              seed: int = 0, **drift_params) -> Paths:
     """Euler scheme for d rho = mu(rho) dt + sigma(rho) dW when the drift depends on rho only
     (shaped ReLU, linear); values are clipped to [-1, 1].
@@ -464,14 +469,14 @@ def simulate_correlation_sde(rho0: float, act, t: float, dt: float, n_paths: int
     n_paths = _count(n_paths, "n_paths", 1)
     seed = check_seed(seed)
     steps = _steps(t, dt)
-    if isinstance(act, Shaped):
+    if isinstance(activation, Shaped):
         if drift_params:
             raise ValueError(f"{sorted(drift_params)} are fixed by the Shaped activation; do not "
                              "pass them too")
-        drift_params = {"c_plus_value": act.c_plus, "c_minus_value": act.c_minus} \
-            if act.kind == "relu" else {"a": act.a}
-        act = act.base if act.kind == "smooth" else "relu"
-    sde = correlation_sde(act, **drift_params)
+        drift_params = {"c_plus_value": activation.c_plus, "c_minus_value": activation.c_minus} \
+            if activation.kind == "relu" else {"a": activation.a}
+        activation = activation.base if activation.kind == "smooth" else "relu"
+    sde = correlation_sde(activation, **drift_params)
     others = [v.name for v in sde.drift.variables if v.name != "rho"]
     if others:
         raise NotImplementedError(f"the correlation drift depends on {others}; simulate the "

@@ -163,12 +163,12 @@ def test_tiny_and_huge_rows_with_normalize():
 def test_general_recursion_against_mpmath_and_past_overflow():
     """erf (chaotic): Theta_11 ~ 1.2257^L overflows near depth 3500 (old code: inf/inf = NaN)."""
     for L in (10, 50):
-        got = float(normalized_ntk(0.5, L, act="erf"))
+        got = float(normalized_ntk(0.5, L, activation="erf"))
         assert got == pytest.approx(float(_mp_erf_ntk(0.5, L)), rel=1e-10)
     # identical inputs: exactly 1 (and -1 for antipodal inputs of an odd activation)
-    assert float(normalized_ntk(1.0, 5000, act="erf")) == 1.0
-    assert float(normalized_ntk(-1.0, 5000, act="erf")) == -1.0
-    deep = float(normalized_ntk(0.5, 5000, act="erf"))  # reference ~ 0.745^5000: underflows
+    assert float(normalized_ntk(1.0, 5000, activation="erf")) == 1.0
+    assert float(normalized_ntk(-1.0, 5000, activation="erf")) == -1.0
+    deep = float(normalized_ntk(0.5, 5000, activation="erf"))  # reference ~ 0.745^5000: underflows
     assert math.isfinite(deep) and 0.0 <= deep < 1e-300
 
 
@@ -203,7 +203,7 @@ def test_relu_with_bias_uses_the_q_rho_recursion():
 ])
 def test_general_recursion_out_of_range_raises(kwargs, error, name):
     with pytest.raises(error, match=name):
-        normalized_ntk(0.5, 10, act="tanh", **kwargs)
+        normalized_ntk(0.5, 10, activation="tanh", **kwargs)
 
 
 def test_gradient_flow_with_overflowing_lr_times_t():
@@ -253,11 +253,11 @@ def test_network_overflow_and_nan_weights_are_typed_errors():
     (lambda: normalized_ntk(True, 3), TypeError, "rho0"),
     (lambda: normalized_ntk(0.5, 3, dps=True), TypeError, "dps"),
     (lambda: normalized_ntk(0.5, 3, dps=10.0), TypeError, "dps"),
-    (lambda: normalized_ntk(0.5, 3, act="tanh", weight_var=-1.0), ValueError, "weight_var"),
-    (lambda: normalized_ntk(0.5, 3, act="tanh", weight_var=True), TypeError, "weight_var"),
+    (lambda: normalized_ntk(0.5, 3, activation="tanh", weight_var=-1.0), ValueError, "weight_var"),
+    (lambda: normalized_ntk(0.5, 3, activation="tanh", weight_var=True), TypeError, "weight_var"),
     (lambda: normalized_ntk(0.5, 3, bias_var=-0.1), ValueError, "bias_var"),
     (lambda: normalized_ntk(0.5, 3, bias_var=np.nan), ValueError, "bias_var"),
-    (lambda: normalized_ntk(0.5, 3, act="tanh", return_error=True), ValueError, "return_error"),
+    (lambda: normalized_ntk(0.5, 3, activation="tanh", return_error=True), ValueError, "return_error"),
     (lambda: normalized_ntk(0.5, 3, return_error=1), TypeError, "return_error"),
     (lambda: correction_fit(0.5, [100]), ValueError, "depths"),
     (lambda: correction_fit(0.5, [100, 200.5]), TypeError, "depths"),

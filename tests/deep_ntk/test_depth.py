@@ -113,18 +113,18 @@ def test_mlp_kernels_ntk_is_L_plus_one_times_normalized_ntk():
 def test_other_activations():
     leaky = depth_limit("leaky_relu")
     assert leaky.value == sp.Rational(1, 4)
-    assert abs(float(normalized_ntk(0.5, 3000, act="leaky_relu")) - 0.25) < 0.01
+    assert abs(float(normalized_ntk(0.5, 3000, activation="leaky_relu")) - 0.25) < 0.01
     # smooth activations: phases from the fixed points, checked against the deep recursion
     for act in ("erf", "tanh", "gelu"):
         p = phase_limit(act)
         assert p.phase == "chaotic" and p.limit == 0.0
-        v60, v100 = (float(normalized_ntk(0.5, L, act=act)) for L in (60, 100))
+        v60, v100 = (float(normalized_ntk(0.5, L, activation=act)) for L in (60, 100))
         assert 0 < v100 < v60 < 0.05
         # geometric decay at the predicted rate (up to the polynomial prefactor, ~1/L)
         assert abs(np.log(v100 / v60) / 40 - np.log(p.rate)) < 0.08 * abs(np.log(p.rate))
     s = phase_limit("sigmoid")
     assert s.phase == "ordered" and abs(s.limit - 1) < 1e-9
-    assert abs(float(normalized_ntk(0.5, 100, act="sigmoid")) - 1) < 1e-6
+    assert abs(float(normalized_ntk(0.5, 100, activation="sigmoid")) - 1) < 1e-6
     with pytest.raises(ValueError, match="ReLU-type"):
         depth_limit("tanh")
 
@@ -135,7 +135,7 @@ def test_other_activations():
     ({"rho0": 0.5, "depth": 0}, ValueError, "depth"),
     ({"rho0": 0.5, "depth": 2.5}, TypeError, "depth"),  # a float is never an integer
     ({"rho0": 0.5, "depth": 3, "dps": 2}, ValueError, "dps"),
-    ({"rho0": 0.5, "depth": 3, "dps": 20, "act": "tanh"}, ValueError, "dps"),
+    ({"rho0": 0.5, "depth": 3, "dps": 20, "activation": "tanh"}, ValueError, "dps"),
 ])
 def test_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
