@@ -46,7 +46,7 @@ from .validation import check_bool, check_int, check_random_state, check_real
 from .activations import Activation, as_activation
 from .errors import NoClosedFormError
 from .formula import CheckReport, CheckRow, Formula, sample_mean
-from .expectations import _mp_number, univariate_table
+from .expectations.univariate import _mp_number, univariate_table
 from .gaussian import gaussian_expectation, gaussian_moments
 from .printing import latex
 

@@ -73,3 +73,75 @@ def test_bad_arguments_are_named(kwargs, err, match):
         univariate_table("relu", 0.0, 0.0, 2, 1)
     with pytest.raises(TypeError, match="k_max"):
         univariate_table("relu", 0.0, 1.0, 2.0, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# bivariate moments with means, joint expectations
+
+
+def _ref_bivariate(f, g, m1, m2, s1, s2, rho):
+    """E[f(Z1) g(Z2)] by nested adaptive quadrature (scipy), split at the kinks at 0 of each
+    argument: an independent reference."""
+    from scipy import integrate
+
+    r = math.sqrt(1 - rho**2)
+    dens = lambda t: math.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)  # noqa: E731
+
+    def inner(u):
+        kink = (-m2 / s2 - rho * u) / r
+        val, _ = integrate.quad(lambda v: g(m2 + s2 * (rho * u + r * v)) * dens(v), -12, 12,
+                                points=[kink] if -12 < kink < 12 else None, epsabs=1e-14,
+                                epsrel=1e-13, limit=200)
+        return val
+
+    kink = -m1 / s1
+    val, _ = integrate.quad(lambda u: f(m1 + s1 * u) * inner(u) * dens(u), -12, 12,
+                            points=[kink] if -12 < kink < 12 else None, epsabs=1e-14,
+                            epsrel=1e-13, limit=200)
+    return val
+
+
+def test_bivariate_moment_paths_against_nested_quadrature():
+    from symscale.expectations import bivariate_moment
+
+    relu = lambda x: max(x, 0.0)  # noqa: E731
+    for args in [(0.3, -0.2, 1.0, 2.0, 0.5), (-1.0, 0.7, 0.5, 1.5, -0.8)]:
+        value, how = bivariate_moment("relu", *args)
+        assert how == "relu closed form"
+        assert abs(value - _ref_bivariate(relu, relu, *args)) < 1e-10
+    # the Gauss-Hermite path converges with its degree (tanh: analytic in a strip), to round-off
+    # at moderate variance; at sd = 3 with correlation 0.9 it needs many nodes (documented)
+    for args in [(0.3, -0.2, 1.0, 2.0, 0.5), (0.0, 0.0, 3.0, 3.0, 0.9)]:
+        ref = _ref_bivariate(math.tanh, math.tanh, *args)
+        errs = [abs(bivariate_moment("tanh", *args, deg=d)[0] - ref) for d in (16, 32, 64, 128)]
+        assert bivariate_moment("tanh", *args)[1] == "gauss-hermite"
+        assert all(b < a for a, b in zip(errs, errs[1:])), errs
+    assert errs[0] > 1e-3  # the hard case is hard: the test would see a wrong reference
+    ref = _ref_bivariate(math.tanh, math.tanh, 0.3, -0.2, 1.0, 2.0, 0.5)
+    assert abs(bivariate_moment("tanh", 0.3, -0.2, 1.0, 2.0, 0.5, deg=128)[0] - ref) < 1e-13
+    # a user registration of max(x, 0) takes the closed form through its family
+    ss.register_activation("expectations_user_relu", "Max(x, 0)", overwrite=True)
+    try:
+        assert bivariate_moment("expectations_user_relu", 0.1, 0.2, 1.0, 1.0, 0.3)[1] == \
+            "relu closed form"
+    finally:
+        ss.unregister_activation("expectations_user_relu")
+
+
+def test_joint_expectation_quadrature_and_monte_carlo():
+    from symscale.expectations import MAX_QUADRATURE_DIM, joint_expectation
+
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((3, 3))
+    C = (A @ A.T)[None]
+    value, se = joint_expectation(lambda z, idx: z[..., 0] * z[..., 1] * z[..., 2] ** 2, C)
+    c = C[0]
+    want = c[0, 1] * c[2, 2] + 2 * c[0, 2] * c[1, 2]  # Isserlis
+    assert se is None and abs(value[0] - want) < 1e-10 * abs(want)
+    D = MAX_QUADRATURE_DIM + 1
+    B = rng.standard_normal((D, D))
+    C5 = (B @ B.T)[None]
+    value, se = joint_expectation(lambda z, idx: z[..., 0] * z[..., D - 1], C5, seed=1)
+    assert se is not None and abs(value[0] - C5[0, 0, D - 1]) <= 5 * se[0]
+    again, _ = joint_expectation(lambda z, idx: z[..., 0] * z[..., D - 1], C5, seed=1)
+    assert again[0] == value[0]

@@ -13,29 +13,12 @@ import numpy as np
 
 from .._deprecation import renamed_arguments
 from ..activations import as_activation
-from ..families import is_relu
+from ..expectations.bivariate import GH_DEGREE, bivariate_moment
 from .nonlinear import _check_cumulants
 from .state import Cumulants
-from .wick import relu_bivariate_moment_numeric, wick_table
+from .wick import wick_table
 
 __all__ = ["gaussian_step"]
-
-_GH_DEG = 32
-
-
-def _bivariate_quadrature(act, mu, sd, rho):
-    """E[phi(Z_i) phi(Z_j)] for all pairs by a tensor Gauss-Hermite rule (smooth activations)."""
-    x, wts = np.polynomial.hermite_e.hermegauss(_GH_DEG)
-    wts = wts / wts.sum()
-    f1 = act.numpy(mu[:, None] + sd[:, None] * x[None, :])            # (n, q): phi at z1 nodes
-    out = np.empty((mu.size, mu.size))
-    r = np.sqrt(np.clip(1.0 - rho**2, 0.0, None))
-    for a, (xa, wa) in enumerate(zip(x, wts)):
-        # Z_j = mu_j + sd_j (rho_ij xa + r_ij y): the inner rule integrates y for every pair
-        inner = act.numpy(mu[None, :, None] + sd[None, :, None] *
-                          (rho[:, :, None] * xa + r[:, :, None] * x[None, None, :])) @ wts
-        out += wa * f1[:, a][:, None] * inner
-    return out
 
 
 @renamed_arguments(act="activation")
@@ -54,13 +37,9 @@ def gaussian_step(z: Cumulants, activation, layer=None) -> tuple[Cumulants, int]
     w = wick_table(activation, mu, var, 0, 2)
     m1, m2 = w[1, 0], w[2, 0]
     rho = np.clip(S / np.outer(sd, sd), -1.0, 1.0)
-    if is_relu(activation.family):  # any registration of max(x, 0), not only the name "relu"
-        joint = relu_bivariate_moment_numeric(mu[:, None], mu[None, :], sd[:, None],
-                                              sd[None, :], rho)
-        flops = 60 * S.size
-    else:
-        joint = _bivariate_quadrature(activation, mu, sd, rho)
-        flops = 6 * S.size * _GH_DEG**2
+    joint, how = bivariate_moment(activation, mu[:, None], mu[None, :], sd[:, None],
+                                  sd[None, :], rho)
+    flops = 60 * S.size if how == "relu closed form" else 6 * S.size * GH_DEGREE**2
     cov = joint - np.outer(m1, m1)
     np.fill_diagonal(cov, m2 - m1**2)
     return Cumulants(m1.copy(), {2: cov}), int(flops)

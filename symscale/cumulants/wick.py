@@ -37,11 +37,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as sps
 import sympy as sp
 
 from .._deprecation import renamed_arguments
 from ..expectations import univariate_table
+from ..expectations.bivariate import (bivariate_normal_cdf,  # noqa: F401 (exported here)
+                                      relu_bivariate_moment_numeric)
 from ..formula import Formula, Variable
 from ..hermite import hermite_he
 from ..validation import check_int
@@ -113,41 +114,6 @@ def wick_table(activation, mean, var, k_max: int, p_max: int, *, method: str = "
 
 # ---------------------------------------------------------------------------------------------
 # bivariate normal cdf
-
-
-def bivariate_normal_cdf(a, b, rho):
-    r"""``Phi_2(a, b; rho) = P(Z_1 < a, Z_2 < b)`` for standard normals with correlation rho.
-
-    Owen's (1956) formula :math:`\Phi_2 = \tfrac12[\Phi(a)+\Phi(b)] - T(a, a_a) - T(b, a_b) -
-    \beta` with :math:`a_a = (b-\rho a)/(a\sqrt{1-\rho^2})`, Owen's T from
-    :func:`scipy.special.owens_t` (absolute error about 1e-16); ``rho = +-1`` and infinite
-    ``a``, ``b`` use their limits. Vectorized with broadcasting.
-
-    Examples
-    --------
-    >>> round(float(bivariate_normal_cdf(0.0, 0.0, 0.5)), 12)   # 1/4 + asin(1/2)/(2 pi)
-    0.333333333333
-    """
-    a, b, rho = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, b, rho)))
-    if np.isnan(a).any() or np.isnan(b).any() or not np.all(np.abs(rho) <= 1):
-        raise ValueError("a and b must not be NaN and rho must lie in [-1, 1]")
-    with np.errstate(all="ignore"):
-        r = np.sqrt((1 - rho) * (1 + rho))
-        out = 0.5 * (sps.ndtr(a) + sps.ndtr(b)) - sps.owens_t(a, _owen_arg(a, b, rho, r)) \
-            - sps.owens_t(b, _owen_arg(b, a, rho, r)) - 0.5 * ((a < 0) != (b < 0))
-        out = np.where(rho == 1, sps.ndtr(np.minimum(a, b)), out)
-        out = np.where(rho == -1, np.maximum(sps.ndtr(a) - sps.ndtr(-b), 0.0), out)
-        out = np.where(np.isinf(a) | np.isinf(b),
-                       np.where((a == -np.inf) | (b == -np.inf), 0.0,
-                                sps.ndtr(np.minimum(a, b))), out)
-    return out[()]
-
-
-def _owen_arg(h, k, rho, r):
-    """(k - rho h)/(h r) with h = 0 read as +0 (consistent with the beta term above)."""
-    arg = (k - rho * h) / (h * r)
-    at_zero = np.where(k == 0, (1 - rho) / r, np.copysign(np.inf, k))
-    return np.where(h == 0, at_zero, arg)
 
 
 class BivariateNormalCDF(sp.Function):
@@ -355,52 +321,3 @@ def relu_bivariate_moment() -> Formula:
                    sampler=sampler, point_sampler=point_sampler)
 
 
-def relu_bivariate_moment_numeric(mu1, mu2, s1, s2, rho):
-    """:func:`relu_bivariate_moment` in vectorized float64 (broadcasting), ``|rho| <= 1``.
-
-    ``rho = +-1`` (one Gaussian variable) uses the exact limit.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> th = np.arccos(0.6)        # zero means: the arc-cosine kernel
-    >>> ref = 1.2 * 0.7 / (2 * np.pi) * (np.sin(th) + (np.pi - th) * np.cos(th))
-    >>> bool(abs(relu_bivariate_moment_numeric(0.0, 0.0, 1.2, 0.7, 0.6) - ref) < 1e-15)
-    True
-    """
-    m1, m2, s1, s2, rho = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (mu1, mu2, s1, s2, rho)))
-    for name, v in (("mu1", m1), ("mu2", m2), ("s1", s1), ("s2", s2), ("rho", rho)):
-        if not np.all(np.isfinite(v)):
-            raise ValueError(f"{name} must be finite")
-    if not (np.all(s1 > 0) and np.all(s2 > 0)):
-        raise ValueError("s1 and s2 must be > 0")
-    if not np.all(np.abs(rho) <= 1):
-        raise ValueError("rho must lie in [-1, 1]")
-    with np.errstate(all="ignore"):
-        a, b = m1 / s1, m2 / s2
-        r = np.sqrt((1 - rho) * (1 + rho))
-        pa, pb = np.exp(-0.5 * a * a) / _SQRT_2PI, np.exp(-0.5 * b * b) / _SQRT_2PI
-        q = (a * a - 2 * rho * a * b + b * b) / (2 * r * r)
-        out = ((m1 * m2 + rho * s1 * s2) * bivariate_normal_cdf(a, b, rho)
-               + m1 * s2 * pb * sps.ndtr((a - rho * b) / r)
-               + m2 * s1 * pa * sps.ndtr((b - rho * a) / r)
-               + s1 * s2 * r / (2 * np.pi) * np.exp(-np.where(r > 0, q, np.inf)))
-        out = np.where(rho == 1, _comoving(m1, s1, m2, s2, np.maximum(-a, -b), np.inf), out)
-        out = np.where(rho == -1, _comoving(m1, s1, m2, -s2, -a, np.maximum(b, -a)), out)
-    if not np.all(np.isfinite(out)):
-        i = np.unravel_index(int(np.argmax(~np.isfinite(out))), out.shape)
-        raise FloatingPointError(
-            f"E[relu(Z1) relu(Z2)] is not finite in float64 at index {i} (mu1={float(m1[i])!r}, "
-            f"mu2={float(m2[i])!r}, s1={float(s1[i])!r}, s2={float(s2[i])!r}, "
-            f"rho={float(rho[i])!r})")
-    return out[()]
-
-
-def _comoving(m1, s1, m2, s2, lo, hi):
-    """E[(m1 + s1 Z)(m2 + s2 Z); lo < Z < hi], Z ~ N(0, 1) (the rho = +-1 limit)."""
-    pl, ph = np.exp(-0.5 * lo * lo) / _SQRT_2PI, np.exp(-0.5 * hi * hi) / _SQRT_2PI
-    m0 = sps.ndtr(hi) - sps.ndtr(lo)
-    z1 = pl - ph
-    z2 = m0 + np.where(np.isfinite(lo), lo * pl, 0.0) - np.where(np.isfinite(hi), hi * ph, 0.0)
-    return m1 * m2 * m0 + (m1 * s2 + m2 * s1) * z1 + s1 * s2 * z2

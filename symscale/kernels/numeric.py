@@ -53,7 +53,7 @@ from ..formula import CheckReport, CheckRow, sample_mean
 from ..validation import (_at, _first, check_array, check_bool, check_int, check_real,
                           check_seed)
 from .dual import _dual_kernel, pair_sampler, random_psd_point
-from ..expectations import _graded_degree, _graded_rule
+from ..expectations.univariate import _graded_degree, _graded_rule, gauss_hermite
 from .moments import gaussian_moment_numeric
 
 __all__ = ["dual_kernel_numeric", "cross_kernel_numeric", "check_dual_kernel", "check_covariance",
@@ -71,13 +71,6 @@ _SCALE_LO, _SCALE_HI = 2.0**-64, 2.0**64
 #: 1 - rho^2 <= COLLINEAR_ULPS * eps is collinear up to round-off (see _snap_collinear)
 COLLINEAR_ULPS = 16
 _SNAP_ANGLE = math.sqrt(COLLINEAR_ULPS * _EPS)  # sin(beta)^2 = 1 - rho^2
-
-
-def gauss_hermite(deg: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and weights of the ``deg``-point rule for E[f(Z)], Z ~ N(0, 1) (weights sum to 1)."""
-    deg = check_int(deg, "deg", low=1)
-    z, w = np.polynomial.hermite_e.hermegauss(deg)
-    return z, w / math.sqrt(2 * math.pi)
 
 
 def check_covariance(q11, q12, q22, *, names=("q11", "q12", "q22")):

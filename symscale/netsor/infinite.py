@@ -30,25 +30,21 @@ True
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..activations import Activation, activation
+from ..expectations.joint import MAX_QUADRATURE_DIM, MC_SAMPLES, joint_expectation
 from ..kernels.moments import gaussian_moment_numeric
-from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric, gauss_hermite
-from ..linalg import psd_factor, softmax
+from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric
+from ..linalg import softmax
 from .data import duplicate_map, prepare_inputs
 from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, Readout,
                       Weight, _kinds, _parents, as_graph, readout, topological_order, validate)
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 
-#: Largest joint Gaussian dimension integrated by tensor Gauss-Hermite quadrature.
-MAX_QUADRATURE_DIM = 4
-#: Monte Carlo samples per input pair beyond that dimension.
-MC_SAMPLES = 20_000
 #: A LayerNorm (eps = 0) whose argument has variance ``E[h^2] - E[h]^2`` at most this fraction
 #: of ``E[h^2]`` is refused: the variance is zero (a vector constant over its coordinates, as
 #: for a zero input) or lost to rounding in the difference.
@@ -356,7 +352,7 @@ class _Engine:
             return (_apply(fa, z[..., sa], None if ka is None else ka[:, idx[0]])
                     * _apply(fb, z[..., sb], None if kb is None else kb[:, idx[1]]))
 
-        value, se = _gaussian_expectation(func, C, self.rng)
+        value, se = joint_expectation(func, C, self.rng)
         if se is not None:
             self.mc_stderr[(a, b)] = se
         return value
@@ -377,7 +373,7 @@ class _Engine:
         def func(z, idx):
             return _apply(f, z[..., pos], None if params is None else params[:, idx[0]])
 
-        value, se = _gaussian_expectation(func, C, self.rng)
+        value, se = joint_expectation(func, C, self.rng)
         if se is not None:
             self.mc_stderr[(n, "mean")] = se
         return value
@@ -408,31 +404,5 @@ def _apply(fn, z, params=None):
     with np.errstate(all="ignore"):
         return np.broadcast_to(np.asarray(fn.numpy()(*args), dtype=float), z.shape[:-1])
 
-
-def _gaussian_expectation(func, C, rng):
-    """E[func(z, idx)] for z ~ N(0, C[idx]) over a stack of covariances C (..., D, D).
-
-    Tensor Gauss-Hermite for D <= MAX_QUADRATURE_DIM (deg chosen so deg^D <= 40000), Monte Carlo
-    with MC_SAMPLES draws beyond; returns (value, stderr or None).
-    """
-    D = C.shape[-1]
-    L = psd_factor(C)
-    if D <= MAX_QUADRATURE_DIM:
-        deg = max(6, min(48, int(40000 ** (1.0 / D))))
-        z, w = gauss_hermite(deg)
-        grid = np.stack(np.meshgrid(*([z] * D), indexing="ij"), -1).reshape(-1, D)
-        weights = np.prod(np.stack(np.meshgrid(*([w] * D), indexing="ij"), -1).reshape(-1, D),
-                          axis=-1)
-        out = np.empty(C.shape[:-2])
-        for idx in np.ndindex(*C.shape[:-2]):
-            out[idx] = func(grid @ L[idx].T, idx) @ weights
-        return out, None
-    xi = rng.standard_normal((MC_SAMPLES, D))
-    vals = np.empty(C.shape[:-2])
-    ses = np.empty(C.shape[:-2])
-    for idx in np.ndindex(*C.shape[:-2]):
-        s = func(xi @ L[idx].T, idx)
-        vals[idx], ses[idx] = s.mean(), s.std(ddof=1) / math.sqrt(MC_SAMPLES)
-    return vals, ses
 
 

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import symscale as ss
 from symscale import cumulants, datasets, deep_ntk, lofi, metrics, netsor, nsde
+from symscale.expectations import joint_expectation
 
 X4 = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [-0.6, 0.8]])
 Y4 = np.array([1.0, -1.0, 1.0, -1.0])
@@ -34,6 +35,7 @@ Z8 = RNG.standard_normal((8, 6))
 Y8 = np.where(np.arange(8) % 2, 1.0, -1.0)
 SAMPLES = RNG.standard_normal((50, 3))
 V2 = np.linalg.qr(RNG.standard_normal((6, 2)))[0]
+C5 = (lambda A: (A @ A.T)[None])(RNG.standard_normal((5, 5)))  # 5 > MAX_QUADRATURE_DIM: MC
 
 
 def _mlp():
@@ -125,6 +127,8 @@ RECIPES = {
         lambda n, rng: rng.standard_normal((n, 3)), **k), dict(seed=0),
         {"n_samples": 20, "n_projections": 5, "n_repeats": 2}),
     "projections": (metrics.projections, dict(seed=0), {"dim": 3, "n_projections": 4}),
+    "joint_expectation": (lambda **k: joint_expectation(
+        lambda z, idx: z[..., 0] * z[..., 4], C5, **k), dict(seed=0), {}),
     "sliced_wasserstein": (lambda **k: metrics.sliced_wasserstein(SAMPLES, SAMPLES + 1, **k),
                            dict(seed=0), {"n_projections": 4}),
 }

@@ -46,13 +46,13 @@ import numpy as np
 import scipy.special as sps
 import sympy as sp
 
-from ._deprecation import renamed_arguments
-from ._symbolic import X, pieces
-from .activations import Activation, as_activation
-from .errors import NoClosedFormError
-from .validation import check_array, check_finite, check_int
+from .._deprecation import renamed_arguments
+from .._symbolic import X, pieces
+from ..activations import Activation, as_activation
+from ..errors import NoClosedFormError
+from ..validation import check_array, check_finite, check_int
 
-__all__ = ["univariate_table", "GaussianTable", "METHODS", "graded_moment"]
+__all__ = ["univariate_table", "GaussianTable", "METHODS", "graded_moment", "gauss_hermite"]
 
 #: The paths of :func:`univariate_table`.
 METHODS = ("auto", "exact", "quadrature")
@@ -97,6 +97,20 @@ class GaussianTable:
         sd = np.sqrt(self.var)
         fact = np.array([float(math.factorial(j)) for j in k])
         return self.wick * sd[None, None, :] ** k[None, :, None] / fact[None, :, None]
+
+
+def gauss_hermite(deg: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the ``deg``-point rule for E[f(Z)], Z ~ N(0, 1) (weights sum to 1).
+
+    Examples
+    --------
+    >>> z, w = gauss_hermite(3)
+    >>> float(np.round(w @ z**2, 12))
+    1.0
+    """
+    deg = check_int(deg, "deg", low=1)
+    z, w = np.polynomial.hermite_e.hermegauss(deg)
+    return z, w / math.sqrt(2 * math.pi)
 
 
 @renamed_arguments(act="activation")
