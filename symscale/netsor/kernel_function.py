@@ -93,7 +93,7 @@ class KernelFn:
             (positions mix, so a cross-kernel between two sets is not defined).
         """
         want = _check_get(get)
-        if self.recursion is not None:
+        if self.recursion is not None and not isinstance(x1, dict) and not isinstance(x2, dict):
             kind, kw = self.recursion
             run = _mlp if kind == "mlp" else _resnet
             args = (kw["depth"], kw["activation"]) + (

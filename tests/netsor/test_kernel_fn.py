@@ -134,3 +134,10 @@ def test_bad_second_inputs_are_named():
         p = mlp(1)
         p.readout("h", name="second")
         kernel_fn(p)
+
+
+def test_dict_inputs_of_a_chain_take_the_graph_path_with_the_same_numbers():
+    kfn = kernel_fn(mlp(2, "relu", weight_var=2.0))
+    a, b = kfn(X1, X2), kfn({"x": X1}, {"x": X2})
+    assert a.path == "two-slope fused" and b.path == "netsor graph"
+    np.testing.assert_allclose(b.ntk, a.ntk, rtol=1e-12)
