@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._deprecation import deprecated_names
-from ..linalg import PSD_RTOL, psd_sqrt_from_eigh
+from ..linalg import PSD_RTOL, psd_factor, psd_sqrt_from_eigh
 from ..validation import check_array, check_finite, check_int, check_seed
 from .wasserstein import _exponent, _max_abs, _unscale
 
@@ -324,8 +324,8 @@ def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
             continue
         used, method = j, "cholesky"
         break
-    if factor is None:
-        factor = V * np.sqrt(np.maximum(w, 0.0))
+    if factor is None:  # eigenvalues at round-off level become 0, not sqrt(eps) noise
+        factor = psd_factor(c)
 
     if e:
         factor = np.ldexp(factor, e)
