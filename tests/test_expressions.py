@@ -11,7 +11,7 @@ import time
 
 import pytest
 import sympy as sp
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import symscale as ss
@@ -313,6 +313,8 @@ def _extend(children):
 
 
 @given(st.recursive(_leaves, _extend, max_leaves=12))
+@example("(sin(-1)) * ((x) + (1))")  # both found by random runs: -(x + 1) sin(1) re-parses as
+@example("Abs(Abs((x) + (x)))")       # (-x - 1) sin(1), 2 Abs(Abs(x)) as 2 Abs(x)
 def test_grammar_strings_round_trip_through_sympy(text):
     """A string in the grammar parses; printing and re-parsing gives the same expression."""
     try:
@@ -323,7 +325,13 @@ def test_grammar_strings_round_trip_through_sympy(text):
         return
     assert isinstance(e, sp.Expr)
     assert e.free_symbols <= {x}
-    assert parse_expression(sp.sstr(e), "expr", variables=["x"]) == e
+    again = parse_expression(sp.sstr(e), "expr", variables=["x"])
+    # sympy canonicalizes what it builds (-(x + 1) -> -x - 1, Abs(Abs(x)) -> Abs(x)), so the
+    # tree can differ: then the values must agree (30 digits, at three points)
+    if again != e:
+        for v in (sp.Rational(-13, 10), sp.Rational(7, 10), sp.Rational(21, 10)):
+            a, b = sp.N(again.subs(x, v), 30), sp.N(e.subs(x, v), 30)
+            assert abs(a - b) <= sp.Float(10) ** -20 * (1 + abs(b)), (again, e, v)
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x2FF), max_size=60))
