@@ -23,7 +23,9 @@ import numpy as np
 
 from ..activations import Activation, as_activation
 from ..kernels.moments import gaussian_moment_numeric
-from ..validation import check_array, check_choice, check_int, check_real, check_seed
+from ..netsor.network import sample_network
+from ..netsor.program import Program
+from ..validation import check_array, check_choice, check_int, check_real
 
 __all__ = ["RandomMLP", "random_mlp"]
 
@@ -157,8 +159,9 @@ class RandomMLP:
             pre-activation variance stays 1 at zero bias. ``"standard"``: ``N(0, 1/fan_in)``.
         bias_var : float
             Biases are ``N(0, bias_var)``; zeros when ``bias_var == 0``.
-        seed : int or None
-            Seed of :func:`numpy.random.default_rng`; each layer draws ``W_l`` then ``b_l``.
+        seed : None, int, SeedSequence or Generator
+            Each layer draws ``W_l`` then ``b_l``: the network is a draw of a Netsor program
+            by :func:`symscale.netsor.sample_network` (standard parameterization).
         input_dim, output_dim : int, optional
             Default to ``width``.
 
@@ -174,17 +177,13 @@ class RandomMLP:
         n_out = width if output_dim is None else check_int(output_dim, "output_dim", low=1)
         init = check_choice(init, "init", _INITS)
         bias_var = check_real(bias_var, "bias_var", low=0)
-        seed = check_seed(seed)
         act = as_activation(activation)
         gain = 1.0 / _second_moment(act) if init == "he" and depth > 0 else 1.0
-        rng = np.random.default_rng(seed)
-        dims = [n_in] + [width] * depth + [n_out]
-        weights, biases = [], []
-        for layer, (fan_in, fan_out) in enumerate(zip(dims[:-1], dims[1:])):
-            var = (gain if layer > 0 else 1.0) / fan_in
-            weights.append(rng.normal(0.0, math.sqrt(var), size=(fan_out, fan_in)))
-            biases.append(rng.normal(0.0, math.sqrt(bias_var), size=fan_out) if bias_var > 0
-                          else np.zeros(fan_out))
+        program, w_names, b_names = _program(depth, act, gain, bias_var, n_out)
+        net = sample_network(program, width if depth else n_out, seed, input_dim=n_in)
+        weights = [net.params[k] for k in w_names]
+        biases = [np.zeros(w.shape[0]) if k is None else net.params[k]
+                  for k, w in zip(b_names, weights)]
         return cls(tuple(weights), tuple(biases), (act,) * depth)
 
     @classmethod
@@ -384,6 +383,39 @@ class RandomMLP:
         for a in self.activations:
             h.update(a.label.encode() + b"\0")
         return h.hexdigest()
+
+
+def _program(depth, act, gain, bias_var, n_out):
+    """The Netsor program of :meth:`RandomMLP.random`, and the names of its weights and biases
+    layer by layer (None: no bias).
+
+    Draw order (weights then bias, layer by layer) and variances are those RandomMLP always
+    had, so a seed gives the network it gave before.
+    """
+    p = Program()
+    weights, biases = ["U"], []
+
+    def add_bias(g):
+        if bias_var == 0:
+            biases.append(None)
+            return g
+        b = p.bias(bias_var)
+        biases.append(b)
+        return p.lincomb((1.0, 1.0), g, b)
+
+    g = add_bias(p.embed(weight="U", weight_var=1.0))
+    for layer in range(depth):
+        h = p.nonlin(act, g)
+        if layer < depth - 1:
+            weights.append(p.weight(gain))
+            g = add_bias(p.matmul(weights[-1], h))
+    if depth:
+        out = p.readout(h, var=gain, bias_var=bias_var, dim=n_out)
+        weights.append(out)
+        biases.append(f"{out}.bias" if bias_var > 0 else None)
+    else:  # the map is the embedding itself; Netsor needs a readout, drawn last and unused
+        p.readout(g)
+    return p, weights, biases
 
 
 def random_mlp(width, depth, activation="relu", init="he", bias_var=0.0, seed=0, *,

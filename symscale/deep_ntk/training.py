@@ -47,7 +47,9 @@ from scipy.linalg import blas
 
 from .._deprecation import deprecated_names
 from ..activations import Activation, as_activation
-from ..validation import check_array, check_int, check_random_state, check_real
+from ..netsor.network import sample_network, width_names
+from ..netsor.program import Program
+from ..validation import check_array, check_int, check_real
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
            "linearized_movement", "model_ntk"]
@@ -121,13 +123,29 @@ class NTKMLP:
     @classmethod
     def init(cls, d_in: int, width: int, depth: int, activation="relu",
              weight_std: float = math.sqrt(2.0), seed: int = 0) -> NTKMLP:
-        """Random initialization: every parameter i.i.d. N(0, 1) from ``default_rng(seed)``."""
-        d_in, width, depth = (check_int(value, name, low=1) for name, value in
-                              (("d_in", d_in), ("width", width), ("depth", depth)))
-        rng = check_random_state(seed)
-        fan_in = [d_in] + [width] * (depth - 1)
-        weights = tuple(rng.standard_normal((width, m)) for m in fan_in)
-        return cls(weights, rng.standard_normal(width), activation, weight_std)
+        """Random initialization: every parameter i.i.d. N(0, 1), a draw of the Netsor
+        program of the model by :func:`symscale.netsor.sample_network` (NTK parameterization).
+
+        ``width`` is one hidden width or one per hidden layer; ``seed`` is None, an int, a
+        SeedSequence or a Generator.
+
+        Examples
+        --------
+        >>> NTKMLP.init(d_in=3, width=[8, 4], depth=2, seed=0).widths
+        (8, 4)
+        """
+        d_in, depth = (check_int(value, name, low=1) for name, value in
+                       (("d_in", d_in), ("depth", depth)))
+        weight_std = check_real(weight_std, "weight_std", low=0.0, low_open=True)
+        act = as_activation(activation)
+        p = Program()
+        h = p.nonlin(act, p.embed(weight_var=weight_std ** 2))
+        for _ in range(depth - 1):
+            h = p.nonlin(act, p.matmul(p.weight(weight_std ** 2), h))
+        out = p.readout(h, var=1.0)
+        net = sample_network(p, width, seed, parameterization="ntk", input_dim=d_in)
+        weights = tuple(net.params[k] for k in width_names(net.graph))
+        return cls(weights, net.params[out][0], act, weight_std)
 
     depth = property(lambda self: len(self.weights), doc="Number of hidden layers L.")
     d_in = property(lambda self: self.weights[0].shape[1], doc="Input dimension.")

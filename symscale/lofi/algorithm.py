@@ -47,6 +47,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..activations import as_activation
 from ..kernels import dual_kernel_numeric
 from ..linalg import safe_rms
+from ..netsor.network import sample_network
+from ..netsor.program import Program
 from ..validation import check_bool, check_int, check_real, check_seed, seed_int
 from . import readout as ro
 
@@ -562,9 +564,7 @@ class LoFi(_LoFiBase):
             c = safe_rms(h)  # no overflow for X of 1e200, no underflow for 1e-200
             if not c > 0:
                 raise ValueError(f"X gives an all-zero representation at layer {layer}")
-            # one generator per layer, drawn neuron by neuron: for a fixed seed the first P
-            # neurons of a wider layer are those of a narrower one (nested width sweeps)
-            W = np.random.default_rng([self.seed_, layer]).standard_normal((P, h.shape[1])).T
+            W = _lift_weights(h.shape[1], P, self.seed_, layer)
             filters.append(spectral_filter(self._lift(h, W, c), y, k, eig=self.eig,
                                            first_moment=self.first_moment_,
                                            seed=self.seed_ + layer))
@@ -585,6 +585,25 @@ class LoFi(_LoFiBase):
 
     def _readout_input(self, X):
         return self._features(X)[-1]
+
+
+def _lift_weights(d, P, seed, layer):
+    """The (d, P) matrix of a random lift: the standard-normal embedding draws of a one-layer
+    Netsor program (its NTK-parameterization parameters), from
+    :func:`symscale.netsor.sample_network` with seed ``SeedSequence([seed, layer])``. Drawn neuron by neuron, so for a fixed seed the first P
+    neurons of a wider layer are those of a narrower one (nested width sweeps)."""
+    net = sample_network(_LIFT, P, np.random.SeedSequence([seed, layer]), input_dim=d,
+                         parameterization="ntk")
+    return net.params["U"].T
+
+
+def _lift_program():
+    p = Program()
+    p.readout(p.nonlin("identity", p.embed(weight="U")))  # only U is used; the rest is drawn after
+    return p
+
+
+_LIFT = _lift_program()
 
 
 def _normalized_gram(A, B, c):

@@ -2,7 +2,8 @@
 
 See :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.netsor.builders`
 (mlp, resnet, rnn, attention, LayerNorm MLP), :mod:`~symscale.netsor.finite`,
-:mod:`~symscale.netsor.infinite`, :mod:`~symscale.netsor.symbolic` and
+:mod:`~symscale.netsor.network` (one sampled network), :mod:`~symscale.netsor.infinite`,
+:mod:`~symscale.netsor.symbolic` and
 :mod:`~symscale.netsor.ntk`.
 """
 
@@ -11,6 +12,7 @@ from .builders import attention_block, layernorm_mlp, mlp, resnet, rnn
 from .finite import FiniteRun, run_finite
 from .infinite import InfiniteRun, run_infinite
 from .kernel_function import KernelFn, kernel_fn
+from .network import PARAMETERIZATIONS, SampledNetwork, sample_network
 from .ntk import empirical_ntk, infinite_ntk
 from .program import (
     Attention,
@@ -38,7 +40,7 @@ __all__ = [
     "LayerNorm", "Attention", "Readout", "validate", "kinds", "to_dot", "to_graphml", "draw",
     "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
     "run_infinite", "InfiniteRun", "symbolic_kernel", "infinite_ntk", "empirical_ntk",
-    "kernel_fn", "KernelFn",
+    "kernel_fn", "KernelFn", "sample_network", "SampledNetwork", "PARAMETERIZATIONS",
 ]
 
 __getattr__ = deprecated_names(__name__, {"Kernel": ("symscale.netsor.KernelScalar",

@@ -8,8 +8,9 @@ on how the work is split. Networks are evaluated one at a time on all P inputs, 
 Two samplers, equal in distribution:
 
 ``"explicit"``
-    Draws every matrix (memory and time O(n^2) per A-variable). The same seed gives the same
-    networks as :func:`~symscale.netsor.empirical_ntk`, which needs the matrices.
+    Draws every matrix through :func:`~symscale.netsor.sample_network` (memory and time
+    O(n^2) per A-variable). The same seed gives the same networks as
+    :func:`~symscale.netsor.empirical_ntk`, which needs the matrices.
 ``"conditional"``
     Never forms a matrix. The rows of W are iid N(0, var/n I), so once the products W H
     (H: the columns already multiplied) are known, W h for a new h is Gaussian given them:
@@ -20,6 +21,8 @@ Two samplers, equal in distribution:
     networks on a few inputs are cheap.
 
 ``method="auto"`` picks ``"conditional"`` when every A-variable meets at most n/4 columns.
+Widths may differ per layer (``width`` as for :func:`~symscale.netsor.sample_network`); each
+Gram is then normalized by its own layer's width.
 
 Examples
 --------
@@ -39,12 +42,11 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ..activations import Activation
-from ..linalg import softmax
 from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
-from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, NonLin,
-                      Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
+from .network import Network, _sample, evaluate, layer_dims, nonfinite
+from .program import (Bias, Embed, MatMul, Weight, _kinds, _parents, as_graph,
+                      topological_order, validate)
 
 __all__ = ["run_finite", "FiniteRun", "simulate_network", "Network", "RevealedGaussian"]
 
@@ -61,7 +63,8 @@ class FiniteRun:
         Readout name -> slice of the last axis of ``outputs``.
     grams : dict
         Vector node -> (n_networks, P, P) empirical Gram ``h^T h / n``.
-    width : int
+    width : int or dict
+        The width, or (widths that differ per layer) the dimension of every vector node.
     scalars : dict
         KernelScalar node -> (n_networks, P) values of ``<h(a), h'(a)>/n``.
     """
@@ -69,7 +72,7 @@ class FiniteRun:
     outputs: np.ndarray
     output_columns: dict
     grams: dict
-    width: int
+    width: int | dict
     scalars: dict = None
 
     def gram_mean(self, node: str):
@@ -102,21 +105,6 @@ def _mean_stderr(samples):
     return scale * u.mean(axis=0), scale * u.std(axis=0, ddof=1) / math.sqrt(u.shape[0])
 
 
-def _nonfinite(node, what, arr, n):
-    """Raise a typed error for non-finite values of ``node`` (an (..., P) array, last axis the
-    inputs): OverflowError for infinities only, FloatingPointError when a NaN is present."""
-    bad = ~np.isfinite(arr)
-    if not bad.any():
-        return
-    a = int(np.argwhere(bad)[0][-1])
-    column = arr[..., a]
-    if np.isnan(column).any():
-        raise FloatingPointError(f"node {node!r}: {what} is NaN for input {a} at width {n} "
-                                 "(a nonlinearity undefined there, or an earlier overflow)")
-    raise OverflowError(f"node {node!r}: {what} overflows float64 for input {a} at width {n} "
-                        "(inputs X or variances too large, or a division by zero)")
-
-
 def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
                method: str = "auto", progress: bool = False) -> FiniteRun:
     """Sample ``n_networks`` networks of the given width and evaluate them on the P inputs.
@@ -126,8 +114,9 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     program : Program or networkx.DiGraph
     X : array_like
         As for :func:`~symscale.netsor.run_infinite`.
-    width : int
-        n >= 1 (numpy integers too; a float such as 50.7, or 50.0, is refused, not truncated).
+    width : int, sequence of int or mapping
+        n >= 1 (numpy integers too; a float such as 50.7, or 50.0, is refused, not truncated),
+        or one width per layer as for :func:`~symscale.netsor.sample_network`.
     n_networks : int
         >= 2 (standard errors need two).
     seed : int
@@ -162,9 +151,8 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     """
     G = as_graph(program)
     validate(G)
-    width = check_int(width, "width", low=1)
     n_networks = check_int(n_networks, "n_networks", low=2)
-    seeds = seed_sequence(seed).spawn(check_int(n_networks, "n_networks", low=2))
+    seeds = seed_sequence(seed).spawn(n_networks)
     progress = check_bool(progress, "progress")
     if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
@@ -172,10 +160,11 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     order = topological_order(G)
     kind = _kinds(G)
     par = {n: _parents(G, n) for n in G.nodes}
+    dims, shapes = layer_dims(G, order, par, width)
     if method == "auto":
         uses = max((G.out_degree(n) for n, d in G.nodes(data=True)
                     if isinstance(d["op"], Weight)), default=0)
-        method = "conditional" if uses * P <= width / 4 else "explicit"
+        method = "conditional" if uses * P <= min(dims.values()) / 4 else "explicit"
     vec = [n for n in order if kind[n] in ("G", "H")]
     outs = [n for n in order if kind[n] == "out"]
     cols, start = {}, 0
@@ -186,16 +175,19 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     outputs = np.empty((n_networks, P, start))
     grams = {n: np.empty((n_networks, P, P)) for n in vec}
     scalars = {n: np.empty((n_networks, P)) for n in order if kind[n] == "K"}
+    input_dims = {k: v.shape[1] for k, v in data.items()}
     for i in tqdm(range(n_networks), disable=not progress, desc="networks"):
         rng = np.random.default_rng(seeds[i])
 
         def gram(node, h, i=i):  # each Gram as soon as its vector exists: errors in order
             with np.errstate(over="ignore", invalid="ignore"):
-                grams[node][i] = h.T @ h / width
-            _nonfinite(node, "the empirical Gram h^T h / width", grams[node][i], width)
+                grams[node][i] = h.T @ h / dims[node]
+            nonfinite(node, "the empirical Gram h^T h / width", grams[node][i], dims[node])
 
-        net = simulate_network(G, order, par, data, width, rng,
-                               conditional=(method == "conditional"), on_vector=gram)
+        if method == "conditional":
+            net = _conditional_network(G, order, par, data, dims, rng, on_vector=gram)
+        else:
+            net = _sample(G, order, par, dims, shapes, input_dims, rng)._forward(data, gram)
         for o in outs:
             outputs[i, :, cols[o]] = net.outputs[o].T
         for k in scalars:
@@ -207,126 +199,61 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
         outputs = outputs[:, rep]
         for k in scalars:
             scalars[k] = scalars[k][:, rep]
-    return FiniteRun(outputs, cols, grams, width, scalars)
-
-
-@dataclass
-class Network:
-    """One sampled network: node values (n x P), readout outputs (dim x P), and the sampled
-    matrices (scaled A-variables, embeddings) and standard-normal readout vectors (dim x n)."""
-
-    values: dict
-    outputs: dict
-    weights: dict
-    embeds: dict
-    readouts: dict
+    sizes = set(dims.values())
+    return FiniteRun(outputs, cols, grams, sizes.pop() if len(sizes) == 1 else dict(dims),
+                     scalars)
 
 
 def simulate_network(G, order, par, data, n, rng, conditional: bool = False,
                      on_vector=None) -> Network:
-    """Sample one network of width n and evaluate it on all inputs.
+    """Sample one network of width ``n`` (an int or a per-layer specification, as for
+    :func:`~symscale.netsor.sample_network`) and evaluate it on all inputs.
 
-    Random draws happen in topological order, one matrix per A-variable (at its first use),
-    one per embedding matrix and bias, then each readout's vectors. With ``conditional`` the
-    matrices are never formed (``weights``/``embeds`` then hold :class:`RevealedGaussian`).
-    ``on_vector(node, value)`` is called on each vector node as soon as it is computed (so that
-    a problem is reported at the first node where it shows). Non-finite values raise
-    ``OverflowError`` (infinities) or ``FloatingPointError`` (NaN) naming the node.
+    Random draws happen in topological order (see :mod:`symscale.netsor.network`). With
+    ``conditional`` the matrices are never formed (``weights``/``embeds`` then hold
+    :class:`RevealedGaussian`). ``on_vector(node, value)`` is called on each vector node as soon
+    as it is computed (so that a problem is reported at the first node where it shows).
+    Non-finite values raise ``OverflowError`` (infinities) or ``FloatingPointError`` (NaN)
+    naming the node.
     """
-    weights, embeds, values, outs, readouts = {}, {}, {}, {}, {}
-    P = next(iter(data.values())).shape[0]
-    for node in order:
-        op = G.nodes[node]["op"]
-        p = par[node]
-        if isinstance(op, Weight):
-            continue
-        # overflow and 0/0 are reported per node below, as typed errors naming it
-        with np.errstate(all="ignore"):
-            _simulate_node(node, op, p, G, data, n, P, rng, conditional, weights, embeds,
-                           values, outs, readouts)
-        if node in values:
-            what = "the value" if not isinstance(op, NonLin) else f"{op.label} of its arguments"
-            _nonfinite(node, what, values[node], n)
-            if on_vector is not None and values[node].ndim == 2:  # not a KernelScalar scalar
-                on_vector(node, values[node])
-        else:
-            _nonfinite(node, "the readout", outs[node], n)
-    return Network(values, outs, weights, embeds, readouts)
+    dims, shapes = layer_dims(G, order, par, n)
+    if conditional:
+        return _conditional_network(G, order, par, data, dims, rng, on_vector)
+    input_dims = {k: v.shape[1] for k, v in data.items()}
+    return _sample(G, order, par, dims, shapes, input_dims, rng)._forward(data, on_vector)
 
 
-def _simulate_node(node, op, p, G, data, n, P, rng, conditional, weights, embeds, values, outs,
-                   readouts):
-    """Evaluate one node of one network (the loop body of :func:`simulate_network`)."""
-    if isinstance(op, Embed):
-        x = data[op.data]
-        U = embeds.get(op.weight)
-        if U is None:
-            scale = math.sqrt(op.weight_var / x.shape[1])
-            U = RevealedGaussian(n, scale, rng) if conditional else \
-                rng.standard_normal((n, x.shape[1])) * scale
-            embeds[op.weight] = U
-        values[node] = U @ x.T
-    elif isinstance(op, Bias):
-        values[node] = np.repeat(rng.standard_normal((n, 1)) * math.sqrt(op.var), P, axis=1)
-    elif isinstance(op, MatMul):
-        A = p["A"]
-        W = weights.get(A)
-        if W is None:
-            scale = math.sqrt(G.nodes[A]["op"].var / n)
-            W = RevealedGaussian(n, scale, rng) if conditional else \
-                rng.standard_normal((n, n)) * scale
-            weights[A] = W
-        if conditional:  # A^T of an iid matrix is iid, and A and A^T never mix
-            values[node] = W @ values[p[0]]
-        else:
-            values[node] = (W.T if op.transpose else W) @ values[p[0]]
-    elif isinstance(op, NonLin):
-        values[node] = _apply_nonlin(op, [values[p[i]] for i in range(op.arity)]
-                                     + [values[p[f"k{j}"]] for j in range(op.n_params)])
-    elif isinstance(op, KernelScalar):
-        values[node] = np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / n
-    elif isinstance(op, LinComb):
-        values[node] = sum(c * values[p[i]] for i, c in enumerate(op.coefficients))
-    elif isinstance(op, LayerNorm):
-        values[node] = _layernorm(node, values[p[0]], op.eps)
-    elif isinstance(op, Attention):
-        q, k, v = (values[p[s]] for s in ("query", "key", "value"))
-        logits = op.scale * (q.T @ k) / n
-        _nonfinite(node, "the attention logits scale <q, k>/n", logits, n)
-        values[node] = v @ softmax(logits, causal=op.causal).T
-    elif isinstance(op, Readout):
-        h = values[p[0]]
-        v = rng.standard_normal((op.dim, n))
-        beta = rng.standard_normal((op.dim, 1))
-        outs[node] = math.sqrt(op.var / n) * (v @ h) + math.sqrt(op.bias_var) * beta
-        readouts[node] = v
+def _conditional_network(G, order, par, data, dims, rng, on_vector=None) -> Network:
+    """The network evaluated through :class:`RevealedGaussian` products: the same law and the
+    same draw order as :func:`~symscale.netsor.sample_network`, no matrix formed."""
 
+    def random_op(node, op, p, net, P):
+        if isinstance(op, Embed):
+            x = data[op.data]
+            if op.weight not in net.embeds:
+                net.embeds[op.weight] = RevealedGaussian(
+                    dims[node], math.sqrt(op.weight_var / x.shape[1]), rng)
+            net.values[node] = net.embeds[op.weight] @ x.T
+        elif isinstance(op, Bias):
+            net.values[node] = np.repeat(rng.standard_normal((dims[node], 1))
+                                         * math.sqrt(op.var), P, axis=1)
+        elif isinstance(op, MatMul):
+            A = p["A"]
+            if A not in net.weights:  # fan-in: what A multiplies (its row count under A^T)
+                fan_in = dims[p[0]] if not op.transpose else dims[node]
+                net.weights[A] = RevealedGaussian(dims[node], math.sqrt(
+                    G.nodes[A]["op"].var / fan_in), rng)
+            # A^T of an iid matrix is iid, and A and A^T never mix
+            net.values[node] = net.weights[A] @ net.values[p[0]]
+        else:  # Readout
+            h = net.values[p[0]]
+            v = rng.standard_normal((op.dim, h.shape[0]))
+            beta = rng.standard_normal((op.dim, 1))
+            net.outputs[node] = math.sqrt(op.var / h.shape[0]) * (v @ h) + \
+                math.sqrt(op.bias_var) * beta
+            net.readouts[node] = v
 
-def _layernorm(node, h, eps):
-    """``(h - mean) / sqrt(var + eps)`` over the n coordinates (rows) of every input (column).
-
-    Computed on ``h`` divided by its largest deviation from the mean, so that neither huge nor
-    tiny vectors overflow or underflow in the squares (LayerNorm with eps = 0 is
-    scale-invariant). A vector constant over its coordinates has variance 0: with eps = 0 the
-    result is undefined and a FloatingPointError names the node (as at infinite width).
-    """
-    n = h.shape[0]
-    size = np.max(np.abs(h), axis=0)
-    hs = h / np.where(size > 0, size, 1.0)
-    centred = hs - hs.mean(axis=0, keepdims=True)
-    spread = np.max(np.abs(centred), axis=0)
-    if eps == 0 and not np.all(spread > 0):
-        a = int(np.argmin(spread > 0))
-        raise FloatingPointError(
-            f"LayerNorm {node!r}: the vector is constant over its {n} coordinates for input {a} "
-            "(a zero input, or width 1), so its variance is 0 and LayerNorm is undefined with "
-            "eps = 0; give eps > 0")
-    c = centred / np.where(spread > 0, spread, 1.0)
-    rms = np.sqrt(np.mean(c * c, axis=0))              # in [1/sqrt(n), 1] unless constant
-    if eps == 0:
-        return c / rms
-    # sqrt(var + eps) / (spread * size) = hypot(rms, sqrt(eps) / (spread * size)), no overflow
-    return c / np.hypot(rms, math.sqrt(eps) / (spread * size))
+    return evaluate(G, order, par, dims, data, random_op, on_vector)
 
 
 class RevealedGaussian:
@@ -360,12 +287,3 @@ class RevealedGaussian:
         else:
             self.Q, self.A = Q_new, A_new
         return out
-
-
-def _apply_nonlin(op: NonLin, args):
-    """phi of vector arguments (n x P); kernel parameters (P,) broadcast over the n rows."""
-    if isinstance(op.fn, Activation):
-        return op.fn(args[0])
-    with np.errstate(all="ignore"):
-        out = np.asarray(op.fn.numpy()(*args), dtype=float)
-    return np.broadcast_to(out, args[0].shape).copy()

@@ -38,10 +38,10 @@ from ..activations import Activation
 from ..linalg import softmax
 from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
-from .finite import _nonfinite, simulate_network
 from .infinite import _Engine
+from .network import _sample, layer_dims, nonfinite
 from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul,
-                      MultiNonlinearity, NonLin, Readout, _kinds, _parents, as_graph,
+                      MultiNonlinearity, NonLin, Readout, _parents, as_graph,
                       topological_order, validate)
 
 __all__ = ["infinite_ntk", "empirical_ntk"]
@@ -332,16 +332,17 @@ def _sandwich(L, S, R, full=False):
     return out @ R.T
 
 
-def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
+def empirical_ntk(program, X, width, n_networks: int, seed=0, *,
                   explicit: bool = False) -> np.ndarray:
     """Finite-width NTKs (n_networks, P, P) of the networks that ``run_finite`` samples.
 
     Parameters
     ----------
     program : Program or networkx.DiGraph
-        One readout with ``dim = 1``; nodes limited to Embed, Bias, MatMul, NonLin, LinComb.
+        One readout with ``dim = 1``.
     X, width, n_networks, seed
-        As for :func:`~symscale.netsor.run_finite` (n_networks >= 1 here).
+        As for :func:`~symscale.netsor.run_finite` (n_networks >= 1 here; per-layer widths
+        allowed).
     explicit : bool
         Form the Jacobian J (P x number of parameters) and return J J^T; memory grows like
         width^2, for checking small cases.
@@ -355,7 +356,6 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     """
     G = as_graph(program)
     validate(G)
-    width = check_int(width, "width", low=1)
     n_networks = check_int(n_networks, "n_networks", low=1)
     seeds = seed_sequence(seed).spawn(n_networks)
     explicit = check_bool(explicit, "explicit")
@@ -365,32 +365,37 @@ def empirical_ntk(program, X, width: int, n_networks: int, seed: int = 0, *,
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
     par = {n: _parents(G, n) for n in G.nodes}
-    kind = _kinds(G)
+    dims, shapes = layer_dims(G, order, par, width)
+    input_dims = {k: v.shape[1] for k, v in data.items()}
     result = np.empty((n_networks, P, P))
     for i in range(n_networks):
-        net = simulate_network(G, order, par, data, width, np.random.default_rng(seeds[i]))
+        net = _sample(G, order, par, dims, shapes, input_dims, np.random.default_rng(seeds[i]),
+                      "ntk")
+        values = net._forward(data)
         with np.errstate(all="ignore"):  # non-finite results are reported below
-            grads = _backward(G, order, par, kind, net, width, P)
-            result[i] = _assemble(G, par, net, grads, data, width, explicit)
-        _nonfinite(outs[0], "the empirical NTK", result[i], width)
+            grads = _backward(G, order, par, values, dims, P)
+            result[i] = _tangent_gram(G, par, values, grads, data,
+                                      lambda k: net.scales[k] ** 2, explicit)
+        nonfinite(outs[0], "the empirical NTK", result[i], dims[par[outs[0]][0]])
     rep = duplicate_map(G, data, P)
     if rep is not None:  # equal inputs: equal rows and columns, not equal up to rounding
         result = result[:, rep][:, :, rep]
     return result
 
 
-def _backward(G, order, par, kind, net, n, P):
-    """delta[node] = d output / d node value: (n x P) for vectors, (P,) for kernel scalars.
+def _backward(G, order, par, net, dims, P):
+    """delta[node] = d output / d node value: (dim x P) for vectors, (P,) for kernel scalars.
 
     Exact at finite width, including the paths through LayerNorm's mean and variance and
     NetsorK kernel scalars. Without attention, output a depends on input a only, so one
-    (n x P) array holds every derivative; with attention (mixing across inputs), each array
+    (dim x P) array holds every derivative; with attention (mixing across inputs), each array
     gets a last axis for the output: ``delta[node][i, b, a] = d out(a) / d node[i, b]``.
     """
     full = any(isinstance(G.nodes[v]["op"], Attention) for v in order)
     extra = (P,) if full else ()
-    delta = {node: np.zeros((n, P) + extra) for node in order if kind[node] in ("G", "H")}
-    delta.update({node: np.zeros((P,) + extra) for node in order if kind[node] == "K"})
+    delta = {node: np.zeros((dims[node], P) + extra) for node in order if node in dims}
+    delta.update({node: np.zeros((P,) + extra) for node in order
+                  if isinstance(G.nodes[node]["op"], KernelScalar)})
 
     def fwd(v):  # a forward (n x P) value against a delta
         return v[..., None] if full else v
@@ -399,7 +404,7 @@ def _backward(G, order, par, kind, net, n, P):
         op = G.nodes[node]["op"]
         p = par[node]
         if isinstance(op, Readout):
-            v = math.sqrt(op.var / n) * net.readouts[node][0]
+            v = math.sqrt(op.var / dims[p[0]]) * net.readouts[node][0]
             delta[p[0]] += v[:, None, None] * np.eye(P) if full else v[:, None]
         elif isinstance(op, NonLin):
             _backward_nonlin(op, p, net, delta, delta[node], fwd)
@@ -409,9 +414,11 @@ def _backward(G, order, par, kind, net, n, P):
         elif isinstance(op, MatMul):
             W = net.weights[p["A"]]
             d = delta[node]
-            delta[p[0]] += ((W if op.transpose else W.T) @ d.reshape(n, -1)).reshape(d.shape)
+            dim_in = W.shape[0] if op.transpose else W.shape[1]
+            delta[p[0]] += ((W if op.transpose else W.T) @ d.reshape(d.shape[0], -1)).reshape(
+                (dim_in,) + d.shape[1:])
         elif isinstance(op, KernelScalar):  # k(a) = <h(a), h'(a)> / n
-            d = delta[node][None] / n
+            d = delta[node][None] / dims[p[0]]
             delta[p[0]] += d * fwd(net.values[p[1]])
             delta[p[1]] += d * fwd(net.values[p[0]])
         elif isinstance(op, LayerNorm):
@@ -420,7 +427,7 @@ def _backward(G, order, par, kind, net, n, P):
             s = np.sqrt(np.mean(centred * centred, axis=0) + op.eps)
             delta[p[0]] += (d - d.mean(axis=0) - y * np.mean(d * y, axis=0)) / s
         elif isinstance(op, Attention):
-            _attention_backward(op, p, net, delta, delta[node], n)
+            _attention_backward(op, p, net, delta, delta[node], dims[p["query"]])
     return delta
 
 
@@ -452,46 +459,43 @@ def _attention_backward(op, p, net, delta, d, n):
     delta[p["key"]] += np.einsum("abc,ia->ibc", dlogits, q)
 
 
-def _assemble(G, par, net, delta, data, n, explicit):
-    """J J^T from per-parameter blocks (or from an explicit J)."""
-    blocks = []  # (scale, [(left factor (k x P), right factor (m x P))...]) per parameter group
+def _tangent_gram(G, par, net, delta, data, weight, explicit=False):
+    """J J^T from per-parameter blocks (or from an explicit J).
+
+    The gradient with respect to a parameter block used at nodes i is ``sum_i g_i h_i^T``
+    (g: the node's delta, h: what the block multiplies); ``weight(name)`` is the squared
+    multiplier between that gradient and the one wanted: ``var / fan_in`` for the
+    standard-normal draws (NTK parameterization), 1 for the scaled matrices (standard).
+    """
     groups: dict = {}
     for node, d in G.nodes(data=True):
         op = d["op"]
         p = par[node]
         if isinstance(op, MatMul):
-            A = p["A"]
-            var = G.nodes[A]["op"].var
             # d(A^T h)/dA is the transpose of d(A h)/dA; no program uses A both ways, so the
             # Gram of the flattened gradients is the same either way
-            g, h = (delta[node], net.values[p[0]])
-            groups.setdefault(("A", A), (var / n, []))[1].append((g, h))
+            groups.setdefault(p["A"], []).append((delta[node], net.values[p[0]]))
         elif isinstance(op, Embed):
-            x = data[op.data].T
-            groups.setdefault(("U", op.weight), (op.weight_var / x.shape[0], []))[1].append(
-                (delta[node], x))
+            groups.setdefault(op.weight, []).append((delta[node], data[op.data].T))
         elif isinstance(op, Bias):
-            groups[("b", node)] = (op.var, [(delta[node], np.ones((1, delta[node].shape[1])))])
+            groups[node] = [(delta[node], np.ones((1, delta[node].shape[1])))]
         elif isinstance(op, Readout):
-            h = net.values[p[0]]
-            groups[("v", node)] = (op.var / n, [(np.ones((1, h.shape[1])), h)])
-            groups[("beta", node)] = (op.bias_var, [(np.ones((1, h.shape[1])),
-                                                     np.ones((1, h.shape[1])))])
-    blocks = list(groups.values())
+            ones = np.ones((1, net.values[p[0]].shape[1]))
+            groups[node] = [(ones, net.values[p[0]])]
+            groups[f"{node}.bias"] = [(ones, ones)]
     full = next(iter(delta.values())).ndim == 3  # with attention: outputs on a last axis
     if explicit:
         columns = []
-        for scale, pairs in blocks:
-            # gradient wrt the block's standard-normal parameters: sqrt(scale) sum_i g_i h_i^T
+        for name, pairs in groups.items():
             J = sum(_jacobian(g, h, full) for g, h in pairs)
-            columns.append(math.sqrt(scale) * J.reshape(J.shape[0], -1))
+            columns.append(math.sqrt(weight(name)) * J.reshape(J.shape[0], -1))
         J = np.concatenate(columns, axis=1)
         return J @ J.T
     total = 0.0
-    for scale, pairs in blocks:
+    for name, pairs in groups.items():
         for g1, h1 in pairs:
             for g2, h2 in pairs:
-                total = total + scale * _pair_gram(g1, h1, g2, h2, full)
+                total = total + weight(name) * _pair_gram(g1, h1, g2, h2, full)
     return total
 
 

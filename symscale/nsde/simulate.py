@@ -37,6 +37,8 @@ from .._deprecation import renamed_arguments
 from ..activations import as_activation
 from ..errors import PathStatisticWarning
 from ..formula import Formula
+from ..netsor.network import sample_network
+from ..netsor.program import Program
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt, psd_sqrt_from_eigh
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
                           check_real, check_seed)
@@ -277,7 +279,19 @@ def finite_width_network(X, activation, n: int | None = None, depth: int = 1, n_
     """Direct simulation of the shaped MLP on inputs X (P x d): explicit Gaussian weights.
 
     z^1 = W^0 x / sqrt(d), z^{l+1} = sqrt(c/n) W^l phi(z^l), V^l = (c/n) phi(z^l)^T phi(z^l);
-    returns V^depth (the same law as ``finite_width_chain(X X^T / d, ...)``).
+    returns V^depth (the same law as ``finite_width_chain(X X^T / d, ...)``). Each network is a
+    draw of the MLP's Netsor program by :func:`symscale.netsor.sample_network` (a smooth
+    :class:`Shaped` activation in the shaped parameterization, anything else in the NTK
+    parameterization), from one generator; networks whose Gram leaves float64 are flagged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.nsde import shaped
+    >>> X = np.array([[1.0, 0.0], [0.6, 0.8]])
+    >>> paths = finite_width_network(X, shaped("tanh", 1.0, 64), depth=4, n_networks=3, seed=0)
+    >>> paths.values.shape, paths.t
+    ((3, 2, 2), 0.0625)
     """
     X = check_array(X, "X")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
@@ -286,17 +300,33 @@ def finite_width_network(X, activation, n: int | None = None, depth: int = 1, n_
     depth = _count(depth, "depth", 1)
     n_networks = _count(n_networks, "n_networks", 1)
     rng = check_random_state(seed)
-    P, d = X.shape
-    out = np.empty((n_networks, P, P))
+    smooth = isinstance(activation, Shaped) and activation.kind == "smooth"
+    program, last = _mlp_program(activation.base if smooth else phi, c, depth)
+    param = dict(parameterization="shaped", shaping=activation.a) if smooth else \
+        dict(parameterization="ntk")
+    P = X.shape[0]
+    out = np.full((n_networks, P, P), np.nan)
     for k in range(n_networks):
-        with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
-            z = rng.standard_normal((n, d)) @ X.T / math.sqrt(d)
-            for _ in range(depth - 1):
-                z = math.sqrt(c / n) * (rng.standard_normal((n, n)) @ phi(z))
-            h = phi(z)
+        net = sample_network(program, n, rng, input_dim=X.shape[1], **param)
+        try:
+            h = net.forward(X).values[last]
+        except (OverflowError, FloatingPointError):  # a blow-up: flagged below
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
             out[k] = (c / n) * h.T @ h
     finite = np.all(np.isfinite(out), axis=(1, 2))
     return Paths(out, ~finite, np.zeros(n_networks, bool), depth / n)
+
+
+def _mlp_program(phi, c, depth):
+    """The shaped MLP as a Netsor program (input variance 1, weight variance c) and the name
+    of its last hidden layer."""
+    p = Program()
+    h = p.nonlin(phi, p.embed(weight_var=1.0))
+    for _ in range(depth - 1):
+        h = p.nonlin(phi, p.matmul(p.weight(c), h))
+    p.readout(h)  # a Netsor program has an output; the Gram of h is what is returned
+    return p, h
 
 
 # ---------------------------------------------------------------------------------------------

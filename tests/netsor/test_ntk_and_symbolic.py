@@ -64,6 +64,7 @@ def test_empirical_ntk_matches_finite_differences():
     """d f / d theta from the program's backward pass against central differences, through the
     NTK diagonal: Theta(a, a) = |grad f(a)|^2 = sum over parameters of (df/dtheta)^2."""
     from symscale.netsor import finite, ntk
+    from symscale.netsor.network import layer_dims
     from symscale.netsor.program import _kinds, _parents, topological_order
 
     p = mlp(2, "tanh", 1.3, 0.2)
@@ -71,7 +72,7 @@ def test_empirical_ntk_matches_finite_differences():
     order, par, kind = topological_order(G), {n: _parents(G, n) for n in G}, _kinds(G)
     data = {"x": X[:2]}
     net = finite.simulate_network(G, order, par, data, 6, np.random.default_rng(0))
-    delta = ntk._backward(G, order, par, kind, net, 6, 2)
+    delta = ntk._backward(G, order, par, net, layer_dims(G, order, par, 6)[0], 2)
     # perturb one entry of the hidden matrix W and compare with delta_g * h / sqrt(n) * sigma
     W = net.weights["W"]
     eps = 1e-6
@@ -192,6 +193,7 @@ def test_backward_pass_matches_finite_differences(name):
     and kernel scalars) against central differences of the forward pass, for a random
     direction of every weight matrix."""
     from symscale.netsor import finite, ntk
+    from symscale.netsor.network import layer_dims
     from symscale.netsor.program import _kinds, _parents, topological_order
 
     p, data = GENERAL[name]
@@ -199,7 +201,7 @@ def test_backward_pass_matches_finite_differences(name):
     order, par, kind = topological_order(G), {v: _parents(G, v) for v in G}, _kinds(G)
     data = {"x": data[:3]}
     net = finite.simulate_network(G, order, par, data, n, np.random.default_rng(0))
-    delta = ntk._backward(G, order, par, kind, net, n, 3)
+    delta = ntk._backward(G, order, par, net, layer_dims(G, order, par, n)[0], 3)
     rng = np.random.default_rng(1)
     for A, W in net.weights.items():
         E = rng.standard_normal(W.shape)
@@ -220,20 +222,23 @@ def g_any(G, A):
 def _forward(G, order, par, data, net, n, weights):
     """The output of ``net`` with some weight matrices replaced (readout vectors, embeddings
     and biases kept)."""
-    from symscale.netsor import finite
-    from symscale.netsor.program import Bias, Readout
+    from symscale.netsor.network import apply_op, layer_dims
+    from symscale.netsor.program import Bias, Embed, MatMul, Readout, Weight
 
     weights = {**net.weights, **weights}
-    values, outs = {}, {}
+    dims = layer_dims(G, order, par, n)[0]
+    values = {}
     for node in order:
         op = G.nodes[node]["op"]
         if isinstance(op, Readout):
             return np.sqrt(op.var / n) * (net.readouts[node] @ values[par[node][0]])[0]
-        if isinstance(op, Bias):
+        if isinstance(op, (Bias, Embed)):
             values[node] = net.values[node]
-        elif node in G and not isinstance(op, type(G.nodes[next(iter(net.weights))]["op"])):
-            finite._simulate_node(node, op, par[node], G, data, n, 3, None, False, weights,
-                                  dict(net.embeds), values, outs, {})
+        elif isinstance(op, MatMul):
+            W = weights[par[node]["A"]]
+            values[node] = (W.T if op.transpose else W) @ values[par[node][0]]
+        elif not isinstance(op, Weight):
+            values[node] = apply_op(node, op, par[node], values, dims)
 
 
 def test_symbolic_kernel_of_a_two_layer_relu_mlp_is_the_nested_arccos_formula():

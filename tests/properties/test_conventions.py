@@ -71,6 +71,8 @@ RECIPES = {
                    {"width": 6, "n_networks": 2}),
     "empirical_ntk": (lambda **k: netsor.empirical_ntk(netsor.mlp(1), X4, **k), dict(seed=0),
                       {"width": 6, "n_networks": 2}),
+    "sample_network": (lambda **k: netsor.sample_network(netsor.mlp(2), input_dim=2, **k)(X4),
+                       dict(seed=0), {"width": 6}),
     "normalized_ntk": (lambda **k: deep_ntk.normalized_ntk(0.3, **k), {}, {"depth": 3}),
     "ntk_matrix": (lambda **k: deep_ntk.ntk_matrix(X4, **k), {}, {"depth": 2}),
     "NTKMLP.init": (deep_ntk.NTKMLP.init, dict(seed=0),
