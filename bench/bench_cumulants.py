@@ -61,7 +61,7 @@ def main():
     args = parser.parse_args()
     width, depth = (128, 3) if args.quick else (256, 4)
     n_truth = args.n_truth or (1_000_000 if args.quick else 8_000_000)
-    mlp = RandomMLP.random(width, depth, seed=0)
+    mlp = RandomMLP.random(depth, width=width, seed=0)
     truth = ground_truth(mlp, n_truth, seed=1, cache_dir=CACHE)
     floor = float(np.mean(truth.sem**2) / np.mean(truth.var))
     t0 = time.perf_counter()

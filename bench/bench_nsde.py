@@ -31,7 +31,7 @@ def main():
     relu = shaped_relu(0.0, -1.0, n=256)
 
     t0 = time.perf_counter()
-    finite_width_chain(V0, relu, depth=256 // scale, n_chains=2000, seed=1)
+    finite_width_chain(V0, 256 // scale, relu, n_chains=2000, seed=1)
     t_chain = time.perf_counter() - t0
 
     steps = 1000 // scale

@@ -61,7 +61,7 @@ def _correlation_histograms(section, quick):
     n = 128 if quick else 256
     paths = 1500 if quick else 4000
     relu = shaped_relu(0.0, -1.0, n=n)
-    chain = finite_width_chain(V0, relu, depth=n, n_chains=paths, seed=1)
+    chain = finite_width_chain(V0, n, relu, n_chains=paths, seed=1)
     sde = simulate_sde(V0, relu, t=1.0, dt=2e-3 if quick else 1e-3, n_paths=paths, seed=2)
     scalar = simulate_correlation_sde(0.5, relu, t=1.0, dt=1e-3, n_paths=5 * paths, seed=3)
     rows = []

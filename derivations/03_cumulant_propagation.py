@@ -154,7 +154,7 @@ def _study(section, quick):
 def _tails(section, quick):
     n = 64 if quick else 256
     theta = 2.0 if quick else 3.0
-    mlp = RandomMLP.random(n, 3, seed=0)
+    mlp = RandomMLP.random(3, width=n, seed=0)
     ind = mlp.tail_indicator(4, theta)
     est = tail_probability(mlp, layer=4, theta=theta, K=3, factored=True)
     n_equal = max(2, int(est.flops / ind.flops_per_sample()))

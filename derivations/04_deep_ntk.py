@@ -184,14 +184,15 @@ def _feature_movement(section, quick):
     lr, steps = 0.3, 17
     mx, ag, lin_ag, gram = [], [], [], []
     for n in widths:
-        runs = [feature_movement(train_gd(NTKMLP.init(d, n, 3, seed=s), X, Y, lr, steps,
-                                          record_every=steps, X_eval=X_eval)) for s in seeds]
+        models = [NTKMLP.init(3, d_in=d, width=n, seed=s) for s in seeds]
+        runs = [feature_movement(train_gd(m, X, Y, lr, steps, record_every=steps, X_eval=X_eval))
+                for m in models]
         mx.append(np.mean([r.max_neuron[-1] for r in runs]))
         ag.append(np.mean([r.aggregate[-1] for r in runs]))
         gram.append(np.mean([abs(r.inner[-1][0, -1] - r.inner[0][0, -1]) for r in runs]))
         if n <= 2048:
-            lin = linearized_movement(NTKMLP.init(d, n, 3, seed=0), X, Y, lr, steps, X_eval,
-                                      record_every=steps)
+            lin = linearized_movement(NTKMLP.init(3, d_in=d, width=n, seed=0), X, Y, lr, steps,
+                                      X_eval, record_every=steps)
             lin_ag.append(lin.aggregate[-1])
     s_max = fit_loglog_slope(widths, mx)
     s_agg = fit_loglog_slope(widths, ag)

@@ -7,10 +7,11 @@ so that ``from module import old`` and ``module.old`` both warn with the new nam
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from typing import Callable
 
-__all__ = ["deprecated_names", "renamed_arguments"]
+__all__ = ["deprecated_names", "renamed_arguments", "reordered_arguments", "std_to_var"]
 
 
 def deprecated_names(module: str, aliases: dict[str, tuple[str, Callable[[], object]]]):
@@ -72,3 +73,83 @@ def renamed_arguments(**renames):
         return wrapper
 
     return decorate
+
+
+def std_to_var(where: str, weight_std, weight_var):
+    """``weight_var`` from the deprecated ``weight_std=`` of ``where`` (one weight convention:
+    variances), warning once; giving both is a TypeError.
+
+    Examples
+    --------
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     var = std_to_var("f", 1.5, None)
+    >>> var, caught[0].category.__name__
+    (2.25, 'DeprecationWarning')
+    """
+    from .validation import check_real
+
+    if weight_var is not None:
+        raise TypeError(f"{where}() got both weight_std (deprecated) and weight_var")
+    std = check_real(weight_std, "weight_std", low=0.0, low_open=True)
+    warnings.warn(f"{where}(weight_std=...) is deprecated and will be removed in the next "
+                  f"release; use weight_var=weight_std**2 (here {std * std!r})",
+                  DeprecationWarning, stacklevel=3)
+    return std * std
+
+
+def reordered_arguments(old: tuple, is_old: Callable[[tuple], bool], *, method: bool = False):
+    """Decorator: calls whose positional arguments are in the old order (``is_old(args)``)
+    keep working for one release, mapped to keywords by the names ``old``, with a
+    ``DeprecationWarning``. ``is_old`` must tell the orders apart by type, so that an old call
+    is never silently read in the new order. ``method``: the first argument (``cls``/``self``)
+    is not part of the order.
+
+    Examples
+    --------
+    >>> @reordered_arguments(("width", "depth"), lambda a: len(a) == 2 and isinstance(a[1], int))
+    ... def f(depth, activation="relu", *, width):
+    ...     return depth, activation, width
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     old = f(16, 2)
+    >>> old, f(2, "tanh", width=16), caught[0].category.__name__
+    ((2, 'relu', 16), (2, 'tanh', 16), 'DeprecationWarning')
+    """
+
+    def decorate(fn):
+        where = f"{fn.__module__}.{fn.__qualname__}"
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            head, rest = (args[:1], args[1:]) if method else ((), args)
+            if rest and is_old(rest):
+                if len(rest) > len(old):
+                    raise TypeError(f"{where}() takes at most {len(old)} positional arguments "
+                                    f"in the old order, got {len(rest)}")
+                named = dict(zip(old, rest))
+                both = sorted(set(named) & set(kwargs))
+                if both:
+                    raise TypeError(f"{where}() got {both} both by position and by name")
+                warnings.warn(f"{where}({', '.join(old[:len(rest)])}) with positional arguments in "
+                              "this old order is deprecated and will be removed in the next "
+                              f"release; use {where}{_signature(fn, method)}",
+                              DeprecationWarning, stacklevel=2)
+                kwargs.update(named)
+                rest = ()
+            return fn(*head, *rest, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _signature(fn, method):
+    """``(depth, activation, *, width, seed)``: the parameter names of ``fn``."""
+    params = list(inspect.signature(fn).parameters.values())[1 if method else 0:]
+    out = []
+    for p in params:
+        if p.kind == p.KEYWORD_ONLY and "*" not in out:
+            out.append("*")
+        out.append(p.name)
+    return "(" + ", ".join(out) + ")"

@@ -27,7 +27,9 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -86,6 +88,10 @@ class Formula:
         ``point`` maps variable names to floats.
     point_sampler : callable, optional
         ``point_sampler(rng) -> dict`` draws a random valid point for :meth:`check`.
+    aliases : mapping, optional
+        Deprecated variable names -> current names: calls, :meth:`subs`, :meth:`diff` and
+        :meth:`check` points accept the old names for one release, with a
+        ``DeprecationWarning``.
     """
 
     def __init__(
@@ -99,6 +105,7 @@ class Formula:
         stable_expr=None,
         sampler: Sampler | None = None,
         point_sampler: PointSampler | None = None,
+        aliases: Mapping[str, str] | None = None,
     ):
         self.variables = tuple(_as_variable(v) for v in variables)
         self.expr = as_expression(expr, "expr", symbols=self.symbols)
@@ -118,12 +125,14 @@ class Formula:
             stable_expr, "stable_expr", symbols=self.symbols)
         self.sampler = sampler
         self.point_sampler = point_sampler
+        self.aliases = MappingProxyType({k: v for k, v in dict(aliases or {}).items()
+                                         if v in names})
         self._numeric_cache: dict[str, Callable] = {}
         self._frozen = True  # immutable from here on: cached Formulas are shared
 
     # -- immutability -----------------------------------------------------------------------------
     _FIELDS = ("expr", "variables", "name", "lhs", "description", "stable_expr", "sampler",
-               "point_sampler")
+               "point_sampler", "aliases")
 
     def __setattr__(self, key, value):
         if getattr(self, "_frozen", False):
@@ -142,7 +151,7 @@ class Formula:
         ----------
         **changes
             Any of ``expr``, ``variables``, ``name``, ``lhs``, ``description``,
-            ``stable_expr``, ``sampler``, ``point_sampler``.
+            ``stable_expr``, ``sampler``, ``point_sampler``, ``aliases``.
 
         Examples
         --------
@@ -158,7 +167,7 @@ class Formula:
         fields = {"expr": self.expr, "variables": self.variables, "name": self.name,
                   "lhs": self._lhs, "description": self.description,
                   "stable_expr": self.stable_expr, "sampler": self.sampler,
-                  "point_sampler": self.point_sampler}
+                  "point_sampler": self.point_sampler, "aliases": self.aliases}
         fields.update(changes)
         expr = fields.pop("expr")
         variables = fields.pop("variables")
@@ -241,7 +250,7 @@ class Formula:
         if len(args) > len(self.variables):
             raise TypeError(f"{self.name} takes {len(self.variables)} arguments, got {len(args)}")
         values = dict(zip(self.names, args))
-        for k, v in kwargs.items():
+        for k, v in self._renamed(kwargs).items():
             if k not in self.names:
                 raise TypeError(f"{self.name} has no variable {k!r}; variables: {self.names}")
             if k in values:
@@ -253,6 +262,22 @@ class Formula:
         # numpy scalars/arrays, so 1/0 gives inf (then reported) instead of ZeroDivisionError
         return [np.asarray(values[n], dtype=float) for n in self.names]
 
+    def _renamed(self, values: Mapping) -> dict:
+        """``values`` with deprecated variable names replaced (warning once per call)."""
+        old = [k for k in values if k in self.aliases and k not in self.names]
+        if not old:
+            return dict(values)
+        new = [self.aliases[k] for k in old]
+        warnings.warn(f"{self.name}: variable names {old} are deprecated and will be removed in "
+                      f"the next release; use {new}", DeprecationWarning, stacklevel=4)
+        out = {}
+        for k, v in values.items():
+            k = self.aliases.get(k, k) if k not in self.names else k
+            if k in out:
+                raise TypeError(f"{self.name} got variable {k!r} twice (old and new name)")
+            out[k] = v
+        return out
+
     # -- transformations --------------------------------------------------------------------------
     def subs(self, point_sampler: PointSampler | None = None, **values) -> "Formula":
         """Fix some variables to values; the sampler (if any) sees them as part of each point.
@@ -261,6 +286,7 @@ class Formula:
         coordinates are fixed, e.g. a covariance with fixed variances): pass ``point_sampler``
         for the remaining variables, or give ``points=`` to :meth:`check`.
         """
+        values = self._renamed(values)
         unknown = [k for k in values if k not in self.names]
         if unknown:
             raise TypeError(f"{self.name} has no variables {unknown}; variables: {self.names}")
@@ -277,15 +303,17 @@ class Formula:
         return Formula(
             self.expr.xreplace(by_sym), keep, name=self.name, description=self.description,
             stable_expr=None if self.stable_expr is None else self.stable_expr.xreplace(by_sym),
-            sampler=sampler, point_sampler=point_sampler,
+            sampler=sampler, point_sampler=point_sampler, aliases=self.aliases,
         )
 
     def diff(self, variable: str, name: str | None = None) -> "Formula":
         """Derivative with respect to the variable called ``variable`` (no sampler attached)."""
+        variable = next(iter(self._renamed({variable: None})))
         sym = {v.name: v.symbol for v in self.variables}.get(variable)
         if sym is None:
             raise TypeError(f"{self.name} has no variable {variable!r}; variables: {self.names}")
-        return Formula(sp.diff(self.expr, sym), self.variables, name=name or f"d{self.name}")
+        return Formula(sp.diff(self.expr, sym), self.variables, name=name or f"d{self.name}",
+                       aliases=self.aliases)
 
     def expand(self) -> "Formula":
         """Expanded expression, computed with symengine (much faster on large polynomials)."""
@@ -354,7 +382,7 @@ class Formula:
                       for _ in range(n_points)]
         rows = []
         for point in points:
-            point = {k: float(v) for k, v in dict(point).items()}
+            point = {k: float(v) for k, v in self._renamed(dict(point)).items()}
             missing = [n for n in self.names if n not in point]
             if missing:
                 raise ValueError(f"point {point} lacks values for {missing}")

@@ -145,3 +145,31 @@ def test_joint_expectation_quadrature_and_monte_carlo():
     assert se is not None and abs(value[0] - C5[0, 0, D - 1]) <= 5 * se[0]
     again, _ = joint_expectation(lambda z, idx: z[..., 0] * z[..., D - 1], C5, seed=1)
     assert again[0] == value[0]
+
+
+def test_polynomial_moments_are_derived_and_agree_with_quadrature():
+    """E[u^i v^j] from the moment generating function (symbolic, in q11, q12, q22) against the
+    engine's Gauss-Hermite bivariate moment of monomials (exact for these degrees)."""
+    import sympy as sp
+
+    import symscale as ss
+    from symscale.expectations import bivariate_moment, polynomial_expectation, polynomial_moment
+    from symscale.kernels import q11, q12, q22
+
+    assert polynomial_moment(4, 0) == 3 * q11**2
+    assert polynomial_moment(2, 2) == q11 * q22 + 2 * q12**2
+    assert polynomial_moment(3, 0) == 0 and polynomial_moment(0, 0) == 1
+    point = {q11: 1.3, q12: -0.4, q22: 0.7}
+    sd1, sd2 = np.sqrt(1.3), np.sqrt(0.7)
+    for i, j in [(1, 1), (2, 2), (3, 1), (4, 2), (1, 5)]:
+        exact = float(polynomial_moment(i, j).subs(point))
+        mono = [ss.activation("monomial", k=k) for k in (i, j)]
+        quad, how = bivariate_moment(mono[0], 0.0, 0.0, sd1, sd2, -0.4 / (sd1 * sd2),
+                                     activation2=mono[1])
+        assert how == "gauss-hermite" and abs(quad - exact) <= 1e-12 * max(1.0, abs(exact))
+    u, v = sp.symbols("u v")
+    assert polynomial_expectation((u + v) ** 2, u, v) == q11 + 2 * q12 + q22
+    with pytest.raises(TypeError, match="poly must be a sympy expression"):
+        polynomial_expectation("u*v", u, v)
+    with pytest.raises(ValueError, match="i must be >= 0"):
+        polynomial_moment(-1, 0)

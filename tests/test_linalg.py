@@ -73,11 +73,16 @@ def test_softmax_is_stable_and_causal():
     ("symscale.lofi", "noise_floor", "symscale.lofi.spike_threshold"),
     ("symscale.lofi.emergence", "noise_floor", "symscale.lofi.spike_threshold"),
     ("symscale.deep_ntk", "empirical_ntk", "symscale.deep_ntk.model_ntk"),
-    ("symscale.deep_ntk.training", "empirical_ntk", "symscale.deep_ntk.model_ntk"),
+    ("symscale.deep_ntk.training", "empirical_ntk", "symscale.training.model_ntk"),
+    ("symscale.deep_ntk.training", "NTKMLP", "symscale.training.NTKMLP"),
+    ("symscale.deep_ntk.training", "train_gd", "symscale.training.train_gd"),
     ("symscale.cumulants.mlp", "RandomMLP", "symscale.cumulants.RandomMLP"),
     ("symscale.cumulants.mlp", "ground_truth", "symscale.cumulants.ground_truth"),
     ("symscale.cumulants.mlp", "mse_over_var", "symscale.cumulants.mse_over_var"),
     ("symscale.deep_ntk.datasets", "sphere_points", "symscale.datasets.sphere_points"),
+    ("symscale.nsde.sde", "bivariate_moment", "symscale.expectations.polynomial_moment"),
+    ("symscale.nsde.sde", "Vab", "symscale.kernels.q12"),
+    ("symscale.netsor.symbolic", "x22", "symscale.kernels.q22"),
 ])
 def test_renamed_names_still_work_and_warn(module, old, new):
     import importlib

@@ -78,7 +78,7 @@ def test_nsde_drift_and_chain(act):
 def test_cumulant_propagation_k1_to_k3(act):
     """K = 2 and 3 are within the Monte Carlo noise of a 2**20-sample reference, K = 1 is not
     (n MSE/Var is a chi-square mean over the outputs: 1 +- sqrt(2 / outputs) by chance)."""
-    mlp = cumulants.random_mlp(32, 2, act, seed=0)
+    mlp = cumulants.random_mlp(2, act, width=32, seed=0)
     n = 2**20
     ref = cumulants.monte_carlo(mlp, n, seed=1)
     bound = 1 + N_SIGMA * math.sqrt(2 / ref.mean.size)

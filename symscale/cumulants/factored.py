@@ -48,7 +48,7 @@ Examples
 --------
 >>> import numpy as np
 >>> from symscale.cumulants import RandomMLP, propagate
->>> mlp = RandomMLP.random(12, 2, seed=3)
+>>> mlp = RandomMLP.random(2, width=12, seed=3)
 >>> f = propagate(mlp, K=3, factored=True)
 >>> u = propagate(mlp, K=3, coherent_only=True)
 >>> bool(np.allclose(f.estimate, u.estimate, atol=1e-12))

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._deprecation import reordered_arguments
 from ..activations import Activation, as_activation
 from ..kernels.moments import gaussian_moment_numeric
 from ..netsor.network import sample_network
@@ -50,8 +53,36 @@ def _second_moment(act: Activation) -> float:
         second = math.inf
     if not (math.isfinite(second) and second > 0):
         raise ValueError(f"He init needs 0 < E[phi(G)^2] < inf, got {second!r} for activation "
-                         f"{act.label}; use init='standard'")
+                         f"{act.label}; give weight_var")
     return second
+
+
+# the order before the one convention (X, depth, activation, *, ..., width, ..., seed)
+_OLD_ORDER = ("width", "depth", "activation", "weight_var", "bias_var", "seed")
+
+
+def _old_order(args):
+    """(width, depth, ...) of old: the second positional argument is an integer, where the
+    new order has the activation."""
+    return len(args) >= 2 and isinstance(args[1], numbers.Integral) and \
+        not isinstance(args[1], bool)
+
+
+def _weight_var(weight_var, init):
+    """The variance multiplier from ``weight_var`` or the deprecated ``init`` (also accepted
+    positionally, where ``weight_var`` now is); None means the He gain."""
+    if isinstance(weight_var, str):  # RandomMLP.random(width, depth, act, "he") of old
+        weight_var, init = None, weight_var
+    if init is not None:
+        init = check_choice(init, "init", _INITS)
+        if weight_var is not None:
+            raise TypeError("got both init (deprecated) and weight_var")
+        warnings.warn(f"init={init!r} is deprecated and will be removed in the next release; use "
+                      + ("weight_var=None (the He gain, the default)" if init == "he"
+                         else "weight_var=1.0"), DeprecationWarning, stacklevel=3)
+        return None if init == "he" else 1.0
+    return None if weight_var is None else check_real(weight_var, "weight_var", low=0.0,
+                                                      low_open=True)
 
 
 def _as_tuple(seq, name: str) -> tuple:
@@ -141,22 +172,28 @@ class RandomMLP:
 
     # -- constructors -----------------------------------------------------------------------------
     @classmethod
-    def random(cls, width, depth, activation="relu", init="he", bias_var=0.0, seed=0, *,
-               input_dim=None, output_dim=None) -> "RandomMLP":
+    @reordered_arguments(_OLD_ORDER, _old_order, method=True)
+    def random(cls, depth, activation="relu", *, width, weight_var=None, bias_var=0.0, seed=0,
+               input_dim=None, output_dim=None, init=None) -> "RandomMLP":
         """Draw a network with ``depth`` hidden layers of ``width`` neurons.
+
+        The old positional order ``(width, depth, activation, init, bias_var, seed)`` still
+        works for one release (with a ``DeprecationWarning``).
 
         Parameters
         ----------
-        width : int
-            Hidden width ``n_1 = ... = n_L`` (also the default input and output dimension).
         depth : int
             Number of hidden layers ``L >= 0`` (0 is a single linear map).
         activation : str or Activation
             The activation of every hidden layer.
-        init : {"he", "standard"}
-            ``"he"``: ``W_1 ~ N(0, 1/n_in)`` and later layers (readout included)
-            ``N(0, 1/(fan_in E[phi(G)^2]))``, ``G ~ N(0, 1)`` (``2/fan_in`` for ReLU), so the
-            pre-activation variance stays 1 at zero bias. ``"standard"``: ``N(0, 1/fan_in)``.
+        width : int
+            Hidden width ``n_1 = ... = n_L`` (also the default input and output dimension).
+        weight_var : float, optional
+            ``W_1 ~ N(0, 1/n_in)`` (the first layer sees the raw input) and later layers
+            (readout included) ``N(0, weight_var/fan_in)``. The default is the He gain
+            ``1/E[phi(G)^2]``, ``G ~ N(0, 1)`` (2 for ReLU), which keeps the pre-activation
+            variance at 1 with zero bias. ``init="he"`` / ``init="standard"`` are deprecated
+            spellings of the default and of ``weight_var=1``.
         bias_var : float
             Biases are ``N(0, bias_var)``; zeros when ``bias_var == 0``.
         seed : None, int, SeedSequence or Generator
@@ -167,7 +204,7 @@ class RandomMLP:
 
         Examples
         --------
-        >>> mlp = RandomMLP.random(width=32, depth=3, activation="tanh", seed=1, input_dim=4)
+        >>> mlp = RandomMLP.random(3, "tanh", width=32, seed=1, input_dim=4)
         >>> mlp.depth, mlp.widths, mlp.input_dim, mlp.output_dim, mlp.activation.name
         (3, (32, 32, 32), 4, 32, 'tanh')
         """
@@ -175,10 +212,13 @@ class RandomMLP:
         depth = check_int(depth, "depth", low=0)
         n_in = width if input_dim is None else check_int(input_dim, "input_dim", low=1)
         n_out = width if output_dim is None else check_int(output_dim, "output_dim", low=1)
-        init = check_choice(init, "init", _INITS)
+        weight_var = _weight_var(weight_var, init)
         bias_var = check_real(bias_var, "bias_var", low=0)
         act = as_activation(activation)
-        gain = 1.0 / _second_moment(act) if init == "he" and depth > 0 else 1.0
+        if weight_var is not None:
+            gain = weight_var
+        else:
+            gain = 1.0 / _second_moment(act) if depth > 0 else 1.0
         program, w_names, b_names = _program(depth, act, gain, bias_var, n_out)
         net = sample_network(program, width if depth else n_out, seed, input_dim=n_in)
         weights = [net.params[k] for k in w_names]
@@ -350,7 +390,7 @@ class RandomMLP:
     def affine(self, layer: int) -> tuple[np.ndarray, np.ndarray | None]:
         """``(W, b)`` of weight layer ``layer`` (0-based), ``b`` None where it is zero.
 
-        >>> W, b = RandomMLP.random(3, 1, seed=0).affine(0)
+        >>> W, b = RandomMLP.random(1, width=3, seed=0).affine(0)
         >>> W.shape, b is None
         ((3, 3), True)
         """
@@ -418,17 +458,19 @@ def _program(depth, act, gain, bias_var, n_out):
     return p, weights, biases
 
 
-def random_mlp(width, depth, activation="relu", init="he", bias_var=0.0, seed=0, *,
-               input_dim=None, output_dim=None) -> RandomMLP:
+@reordered_arguments(_OLD_ORDER, _old_order)
+def random_mlp(depth, activation="relu", *, width, weight_var=None, bias_var=0.0, seed=0,
+               input_dim=None, output_dim=None, init=None) -> RandomMLP:
     """Same as :meth:`RandomMLP.random`.
 
     Examples
     --------
-    >>> random_mlp(8, 1, "tanh").widths
+    >>> random_mlp(1, "tanh", width=8).widths
     (8,)
     """
-    return RandomMLP.random(width, depth, activation, init, bias_var, seed,
-                            input_dim=input_dim, output_dim=output_dim)
+    return RandomMLP.random(depth, activation, width=width, weight_var=weight_var,
+                            bias_var=bias_var, seed=seed, input_dim=input_dim,
+                            output_dim=output_dim, init=init)
 
 def _check_mlp(mlp) -> None:
     if not isinstance(mlp, RandomMLP):

@@ -29,7 +29,7 @@ unique entries of a symmetric tensor would divide that by about :math:`d!`).
 Examples
 --------
 >>> from symscale.cumulants import RandomMLP, propagate
->>> mlp = RandomMLP.random(16, 2, seed=0)
+>>> mlp = RandomMLP.random(2, width=16, seed=0)
 >>> est = propagate(mlp, K=2)
 >>> est.estimate.shape, est.flops > 0
 ((16,), True)
@@ -137,7 +137,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     --------
     >>> import numpy as np
     >>> from symscale.cumulants import RandomMLP, propagate, monte_carlo
-    >>> mlp = RandomMLP.random(32, 2, seed=1)
+    >>> mlp = RandomMLP.random(2, width=32, seed=1)
     >>> truth = monte_carlo(mlp, 400_000, seed=0)
     >>> err = {K: np.mean((propagate(mlp, K=K).estimate - truth.mean) ** 2) for K in (1, 2, 3)}
     >>> bool(err[3] < err[2] < err[1])

@@ -202,7 +202,7 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     for width in widths:
         for depth in depths:
             for seed in seeds:
-                mlp = RandomMLP.random(width, depth, activation=activation, seed=seed)
+                mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
                 truth = ground_truth(mlp, n_truth, seed=seed + 10_000, cache_dir=cache_dir,
                                      client=client, progress=progress)
                 var = float(np.mean(truth.var))

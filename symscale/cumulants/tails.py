@@ -11,7 +11,7 @@ hits at all.
 Examples
 --------
 >>> from symscale.cumulants import RandomMLP, tail_probability
->>> mlp = RandomMLP.random(32, 2, seed=0)
+>>> mlp = RandomMLP.random(2, width=32, seed=0)
 >>> t = tail_probability(mlp, layer=3, theta=3.0, K=2)
 >>> t.probability.shape, bool(((t.probability >= 0) & (t.probability <= 1)).all())
 ((32,), True)

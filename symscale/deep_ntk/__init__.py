@@ -3,17 +3,17 @@
 Modules: :mod:`~symscale.deep_ntk.depth` (the normalized NTK recursion, its derived depth limit
 and :math:`\\ln L/L` correction, phases of other activations), :mod:`~symscale.deep_ntk.spectra`
 (Gram spectra, the depth scale, the gradient-flow predictor) and
-:mod:`~symscale.deep_ntk.training` (a numpy NTK-parameterized MLP, gradient descent, feature
-movement against its linearization).
+:mod:`symscale.training` (a numpy NTK-parameterized MLP, gradient descent, feature movement
+against its linearization; shared with the other lines of work and re-exported here).
 """
 
 from .._deprecation import deprecated_names
-from . import datasets, spectra, training  # datasets: a deprecated alias of symscale.datasets
+from . import datasets, spectra, training  # datasets, training: deprecated module aliases
 from .depth import (CorrectionFit, DepthLimit, PhaseLimit, PrecisionWarning, angle_asymptotics,
                     correction_fit, depth_limit, normalized_ntk, phase_limit)
 from .spectra import (depth_scale, gradient_flow_predictor, limit_matrix, ntk_matrix,
                       spectrum_vs_depth, test_error_grid)
-from .training import NTKMLP, feature_movement, linearized_movement, model_ntk, train_gd
+from ..training import NTKMLP, feature_movement, linearized_movement, model_ntk, train_gd
 
 __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning", "angle_asymptotics",
            "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit", "ntk_matrix",

@@ -15,16 +15,20 @@ For :math:`Z_i = \mu_i + \sigma_i U_i` with :math:`\mathrm{corr}(U_1, U_2) = \rh
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 import scipy.special as sps
+import sympy as sp
 
 from ..activations import as_activation
 from ..families import is_relu
 from ..validation import check_int
 
+_S, _T = sp.symbols("s t")
+
 __all__ = ["bivariate_moment", "relu_bivariate_moment_numeric", "bivariate_normal_cdf",
-           "GH_DEGREE"]
+           "polynomial_moment", "polynomial_expectation", "GH_DEGREE"]
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 #: Nodes per dimension of the tensor Gauss-Hermite rule for smooth activations.
@@ -158,3 +162,43 @@ def _comoving(m1, s1, m2, s2, lo, hi):
     z1 = pl - ph
     z2 = m0 + np.where(np.isfinite(lo), lo * pl, 0.0) - np.where(np.isfinite(hi), hi * ph, 0.0)
     return m1 * m2 * m0 + (m1 * s2 + m2 * s1) * z1 + s1 * s2 * z2
+
+
+# ---------------------------------------------------------------------------------------------
+# exact polynomial moments (Isserlis), symbolic in the covariance q11, q12, q22
+
+
+def polynomial_moment(i: int, j: int) -> sp.Expr:
+    """``E[u^i v^j]`` for ``(u, v) ~ N(0, [[q11, q12], [q12, q22]])``, derived from the moment
+    generating function (Isserlis' theorem).
+
+    Examples
+    --------
+    >>> polynomial_moment(2, 2)
+    q11*q22 + 2*q12**2
+    """
+    return _polynomial_moment(check_int(i, "i", low=0), check_int(j, "j", low=0))
+
+
+@lru_cache(maxsize=None)
+def _polynomial_moment(i: int, j: int) -> sp.Expr:
+    from ..kernels.dual import q11, q12, q22  # the covariance symbols (kernels imports us)
+
+    mgf = sp.exp((_S**2 * q11 + 2 * _S * _T * q12 + _T**2 * q22) / 2)
+    d = sp.diff(mgf, _S, i, _T, j) if i or j else mgf
+    return sp.expand(d.subs({_S: 0, _T: 0}))
+
+
+def polynomial_expectation(poly: sp.Expr, u: sp.Symbol, v: sp.Symbol) -> sp.Expr:
+    """``E[p(u, v)]`` of a polynomial in ``u, v`` (other symbols are coefficients), term by term.
+
+    Examples
+    --------
+    >>> u, v, c = sp.symbols("u v c")
+    >>> polynomial_expectation(u * v + c * u**2, u, v)
+    c*q11 + q12
+    """
+    if not isinstance(poly, sp.Expr):  # never sympify: a string is not an expression here
+        raise TypeError(f"poly must be a sympy expression, got {type(poly).__name__}")
+    p = sp.Poly(sp.expand(poly), u, v)
+    return sp.expand(sum(c * _polynomial_moment(i, j) for (i, j), c in p.terms()))

@@ -49,7 +49,7 @@ from ..linalg import random_psd_point as _random_psd_point
 from ..validation import check_bool
 
 __all__ = ["dual_kernel", "q11", "q12", "q22", "KERNEL_VARIABLES", "pair_sampler",
-           "random_psd_point"]
+           "correlated_pair", "random_psd_point"]
 
 q11 = sp.Symbol("q11", positive=True)
 q12 = sp.Symbol("q12", real=True)
@@ -284,20 +284,36 @@ _BUILDERS = {
 
 
 @renamed_arguments(act="activation")
+def correlated_pair(point, n, rng):
+    """``n`` draws of (u, v) ~ N(0, [[q11, q12], [q12, q22]]) for a point ``{q11, q12, q22}``:
+    the one pair sampler of every Formula check on a 2 x 2 covariance.
+
+    Raises DomainError for a point that is not a PSD covariance.
+
+    Examples
+    --------
+    >>> u, v = correlated_pair({"q11": 1.0, "q12": 0.5, "q22": 2.0}, 4, np.random.default_rng(0))
+    >>> u.shape, v.shape
+    ((4,), (4,))
+    """
+    a11, a12, a22 = point["q11"], point["q12"], point["q22"]
+    # |q12| <= sqrt(q11) sqrt(q22): the product q11*q22 would underflow at q ~ 1e-160
+    if not (a11 >= 0 and a22 >= 0
+            and abs(a12) <= math.sqrt(a11) * math.sqrt(a22) * (1 + 1e-10)):
+        raise DomainError(f"not a PSD covariance: q11={a11!r}, q12={a12!r}, q22={a22!r}")
+    z1, z2 = rng.standard_normal((2, n))
+    s1 = math.sqrt(a11)
+    lead = a12 / s1 if s1 > 0 else 0.0
+    rest = math.sqrt(max(a22 - lead * lead, 0.0))
+    return s1 * z1, lead * z1 + rest * z2
+
+
 def pair_sampler(activation: Activation):
     """Sampler of phi(u) phi(v) for (u, v) ~ N(0, [[q11, q12], [q12, q22]])."""
 
     def sampler(point, n, rng):
-        a11, a12, a22 = point["q11"], point["q12"], point["q22"]
-        # |q12| <= sqrt(q11) sqrt(q22): the product q11*q22 would underflow at q ~ 1e-160
-        if not (a11 >= 0 and a22 >= 0
-                and abs(a12) <= math.sqrt(a11) * math.sqrt(a22) * (1 + 1e-10)):
-            raise DomainError(f"not a PSD covariance: q11={a11!r}, q12={a12!r}, q22={a22!r}")
-        z1, z2 = rng.standard_normal((2, n))
-        s1 = math.sqrt(a11)
-        lead = a12 / s1 if s1 > 0 else 0.0
-        rest = math.sqrt(max(a22 - lead * lead, 0.0))
-        return activation(s1 * z1) * activation(lead * z1 + rest * z2)
+        u, v = correlated_pair(point, n, rng)
+        return activation(u) * activation(v)
 
     return sampler
 

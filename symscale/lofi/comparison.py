@@ -96,7 +96,7 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
     ``lr`` is the step size for the *mean* squared loss (the sum-loss step is ``lr / n``), so
     it stays below the stability bound ``2 / lambda_max(NTK / n)`` whatever ``n``.
     """
-    from ..deep_ntk.training import NTKMLP, feature_movement, train_gd
+    from ..training import NTKMLP, feature_movement, train_gd
 
     X_train, y_train, X_test, rms = _task(X_train, y_train, X_test)
     width, depth = check_int(width, "width", low=1), check_int(depth, "depth", low=1)
@@ -114,7 +114,7 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
     val, fit = perm[:n_val], perm[n_val:]
     d = X_train.shape[1]
     X_train = X_train / rms * math.sqrt(d)  # unit pre-activation scale
-    model = NTKMLP.init(d, width, depth, seed=int(rng.integers(2**31)))
+    model = NTKMLP.init(depth, d_in=d, width=width, seed=int(rng.integers(2**31)))
     X_eval = np.vstack([X_train[val], X_test / rms * math.sqrt(d)])
     run = train_gd(model, X_train[fit], y_train[fit], lr / fit.size, max_steps,
                    record_every=10, X_eval=X_eval)

@@ -1,7 +1,7 @@
 r"""The output kernel of a small Netsor program as a :class:`~symscale.Formula`.
 
-For two inputs with Gram entries :math:`x_{ab} = \langle x_a, x_b\rangle / d`, the infinite-width
-rules are applied symbolically: Embeds give ``weight_var * x_ab``, biases add their variance,
+For two inputs with Gram entries :math:`q_{ab} = \langle x_a, x_b\rangle / d`, the infinite-width
+rules are applied symbolically: Embeds give ``weight_var * q_ab``, biases add their variance,
 LinComb is linear, a MatMul multiplies ``E[Z^h Z^{h'}]`` by its variance, and each one-argument
 nonlinearity substitutes the covariance entries into its closed-form dual kernel
 (:func:`symscale.dual_kernel`). A two-layer ReLU MLP gives the nested arc-cosine formula.
@@ -16,7 +16,7 @@ Examples
 >>> from symscale.netsor import mlp, symbolic_kernel
 >>> K = symbolic_kernel(mlp(1, "relu", weight_var=2.0))
 >>> K.names
-('x11', 'x12', 'x22')
+('q11', 'q12', 'q22')
 >>> round(float(K(1.0, 0.0, 1.0)), 12)   # 2 V_relu(2, 0, 2) = 2 * 2/(2 pi) = 2/pi
 0.636619772368
 """
@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from .._deprecation import deprecated_names
 from ..activations import Activation
 from ..errors import NoClosedFormError
 from ..expressions import as_expression
@@ -37,18 +38,22 @@ from .infinite import _Engine
 from .program import (Bias, Embed, LayerNorm, LinComb, MatMul, NonLin, _kinds, _parents,
                       as_graph, readout, validate)
 
-__all__ = ["symbolic_kernel", "x11", "x12", "x22"]
+__all__ = ["symbolic_kernel"]
 
-x11 = sp.Symbol("x11", positive=True)
-x12 = sp.Symbol("x12", real=True)
-x22 = sp.Symbol("x22", positive=True)
-_GRAM = sp.Matrix([[x11, x12], [x12, x22]])
+# one covariance symbol set: the input Gram entries <x_a, x_b>/d are q11, q12, q22 (they were
+# x11, x12, x22)
+_OLD = {"x11": "q11", "x12": "q12", "x22": "q22"}
+__getattr__ = deprecated_names(__name__, {
+    old: (f"symscale.kernels.{new}", (lambda new=new: {"q11": q11, "q12": q12, "q22": q22}[new]))
+    for old, new in _OLD.items()})
+_GRAM = sp.Matrix([[q11, q12], [q12, q22]])
 
 
 def symbolic_kernel(program, output: str | None = None) -> Formula:
-    """The output kernel ``K(x_1, x_2)`` of ``program`` as a Formula in ``x11, x12, x22``.
+    """The output kernel ``K(x_1, x_2)`` of ``program`` as a Formula in ``q11, q12, q22``, the
+    input Gram entries ``<x_a, x_b>/d`` (the old names ``x11, x12, x22`` are deprecated).
 
-    The diagonal ``K(x_1, x_1)`` is the same formula at ``x12 = x22 = x11``. The Formula's
+    The diagonal ``K(x_1, x_1)`` is the same formula at ``q12 = q22 = q11``. The Formula's
     sampler draws the last nonlinearity's arguments from their (numerically computed)
     covariance, so ``check()`` tests the outermost expectation by Monte Carlo.
     """
@@ -64,12 +69,12 @@ def symbolic_kernel(program, output: str | None = None) -> Formula:
     (h,) = _parents(G, output).values()
     exprs = [_exact(op.var) * sym.moment(h, h, stable)[0, 1] + _exact(op.bias_var)
              for stable in (False, True)]
-    variables = (Variable(x11, "<x_1, x_1>/d"), Variable(x12, "<x_1, x_2>/d"),
-                 Variable(x22, "<x_2, x_2>/d"))
+    variables = (Variable(q11, "<x_1, x_1>/d"), Variable(q12, "<x_1, x_2>/d"),
+                 Variable(q22, "<x_2, x_2>/d"))
     return Formula(exprs[0], variables, name=f"K[{output}]", stable_expr=exprs[1],
                    lhs=r"K_{\mathrm{out}}(x_1, x_2)",
                    description="infinite-width output kernel of the program",
-                   sampler=_sampler(G, h, op), point_sampler=_random_gram)
+                   sampler=_sampler(G, h, op), point_sampler=_random_gram, aliases=_OLD)
 
 
 class _Symbolic:
@@ -153,7 +158,7 @@ def _exact(v):
 
 
 def _random_gram(rng):
-    return random_psd_point(rng, ("x11", "x12", "x22"), max_corr=0.9)
+    return random_psd_point(rng, ("q11", "q12", "q22"), max_corr=0.9)
 
 
 def _sampler(G, h, readout):
@@ -162,7 +167,7 @@ def _sampler(G, h, readout):
     kind = _kinds(G)
 
     def sampler(point, n, rng):
-        gram = np.array([[point["x11"], point["x12"]], [point["x12"], point["x22"]]])
+        gram = np.array([[point["q11"], point["q12"]], [point["q12"], point["q22"]]])
         w, V = np.linalg.eigh(gram)
         X = V * np.sqrt(np.maximum(w, 0.0) * 2)  # X X^T / 2 = gram
         key = next(d["op"].data for _, d in G.nodes(data=True) if isinstance(d["op"], Embed))

@@ -43,7 +43,8 @@ from ..formula import CheckReport, CheckRow, Formula, Variable, sample_mean
 from ..errors import DomainError
 from ..kernels.numeric import dual_kernel_numeric
 from ..validation import check_array, check_choice, check_int, check_real, check_seed
-from .sde import Vaa, Vab, Vbb, c_minus, c_plus, drift
+from ..kernels.dual import q11, q12, q22
+from .sde import c_minus, c_plus, drift
 from .shaping import Shaped
 from ..linalg import check_psd, psd_sqrt
 from .simulate import finite_width_chain, simulate_sde
@@ -59,12 +60,24 @@ __all__ = ["gram_symbols", "generator", "generator_numeric", "carre_du_champ",
 
 
 def gram_symbols(P: int) -> sp.Matrix:
-    """Symmetric P x P matrix of symbols V_ab (V_aa positive)."""
+    """Symmetric P x P matrix of symbols ``q_ab`` (the entries V_ab of the Gram matrix; the
+    diagonal positive): ``q11, q12, q22`` for P = 2, the covariance symbols of every Formula
+    (``q1_10`` style names from P = 10 on).
+
+    Examples
+    --------
+    >>> gram_symbols(2)
+    Matrix([
+    [q11, q12],
+    [q12, q22]])
+    """
     P = check_int(P, "P", low=1)
+    sep = "" if P <= 9 else "_"
 
     def sym(a, b):
         a, b = min(a, b), max(a, b)
-        return sp.Symbol(f"V_{a + 1}{b + 1}", positive=(a == b), real=True)
+        name = f"q{a + 1}{sep}{b + 1}"
+        return sp.Symbol(name, positive=True) if a == b else sp.Symbol(name, real=True)
 
     return sp.Matrix(P, P, lambda i, j: sym(i, j))
 
@@ -92,7 +105,7 @@ def generator(F, activation, P: int, **drift_params) -> sp.Expr:
     >>> from symscale.nsde.bayes import gram_symbols, generator
     >>> V = gram_symbols(1)
     >>> sp.factor(generator(V[0, 0] ** 2, "tanh", 1))   # 2V b + (1/2) 2 Sigma, b = -2V^2/a^2
-    2*V_11**2*(-2*V_11 + a**2)/a**2
+    -2*q11**2*(-a**2 + 2*q11)/a**2
     """
     if not isinstance(F, sp.Expr):  # never sympify: a string is not an expression here
         raise TypeError(f"F must be a sympy expression in the symbols of gram_symbols(P), got "
@@ -104,7 +117,7 @@ def generator(F, activation, P: int, **drift_params) -> sp.Expr:
     coords = [V[a, c] for a, c in pairs]
     out = sp.S.Zero
     for (a, c), x in zip(pairs, coords):
-        bac = b.expr.xreplace({Vaa: V[a, a], Vab: V[a, c], Vbb: V[c, c]})
+        bac = b.expr.xreplace({q11: V[a, a], q12: V[a, c], q22: V[c, c]})
         out += bac * sp.diff(F, x)
     for (a, b_), x in zip(pairs, coords):
         for (c, d), y in zip(pairs, coords):
@@ -130,7 +143,7 @@ def drift_matrix(V, activation, **drift_params) -> np.ndarray:
     """b(V) as a P x P matrix (numeric parameters required)."""
     V = check_psd(V, "V")
     f = _drift_formula(activation, drift_params)
-    extra = [v.name for v in f.variables if v.symbol not in (Vaa, Vab, Vbb)]
+    extra = [v.name for v in f.variables if v.symbol not in (q11, q12, q22)]
     if extra:
         raise ValueError(f"the drift has symbolic parameters {extra}; give their values")
     d = np.diag(V)
@@ -409,7 +422,7 @@ def partition_function(X, Y, activation, beta, tau: float, *, n_samples: int = 2
             raise ValueError(f"{sorted(drift_params)} do not apply to method='chain' (the Shaped "
                              "activation fixes the network)")
         depth = int(round(tau * activation.n / P))
-        paths = finite_width_chain(V0, activation, depth=depth, n_chains=n_samples, seed=seed)
+        paths = finite_width_chain(V0, depth, activation, n_chains=n_samples, seed=seed)
     else:
         paths = simulate_sde(V0, activation, t=tau / P, dt=dt, n_paths=n_samples, seed=seed,
                              **drift_params)
@@ -530,8 +543,8 @@ def depth_benefit(activation=None, **drift_params) -> DepthBenefit:
         activation = make_activation("polynomial", coefficients=(0, 1, phi2 / 2, phi3 / 6))
     b = _drift_formula(activation, drift_params)
     # orthogonal inputs: drift entries on and off the diagonal
-    b_diag = sp.simplify(b.expr.xreplace({Vaa: _v, Vab: _v, Vbb: _v}))
-    b_off = sp.simplify(b.expr.xreplace({Vaa: _v, Vab: 0, Vbb: _v}))
+    b_diag = sp.simplify(b.expr.xreplace({q11: _v, q12: _v, q22: _v}))
+    b_off = sp.simplify(b.expr.xreplace({q11: _v, q12: 0, q22: _v}))
     g = _v + _s2
     sumw2 = _P * _y2 / g**2            # sum_a w_a^2
     sumw_sq = _P**2 * _ybar**2 / g**2  # (sum_a w_a)^2

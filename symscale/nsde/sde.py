@@ -20,7 +20,11 @@ Examples
 --------
 >>> from symscale.nsde import drift
 >>> drift("tanh").expr
--V_ab*(V_aa + V_bb)/a**2
+-q12*(q11 + q22)/a**2
+
+The entries of a 2 x 2 covariance are ``q11, q12, q22`` everywhere in symscale (here the
+entries ``V_aa, V_ab, V_bb`` of the SDE's matrix); the old variable names still work for one
+release.
 """
 
 from __future__ import annotations
@@ -32,62 +36,38 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from .._deprecation import renamed_arguments
+from .._deprecation import deprecated_names, renamed_arguments
 from ..activations import Activation, X, activation, as_activation  # noqa: F401
 from ..families import TwoSlope
+from ..expectations.bivariate import polynomial_expectation, polynomial_moment
 from ..formula import Formula, Variable
-from ..kernels.dual import dual_kernel, q11, q12, q22
+from ..kernels.dual import correlated_pair, dual_kernel, q11, q12, q22
 from ..linalg import psd_sqrt, random_psd_point
-from ..validation import check_int, check_real
+from ..validation import check_real
 from .shaping import Shaped, taylor_at_zero
 
 __all__ = ["drift", "nu", "diffusion", "correlation_sde", "explosion_criterion", "CorrelationSDE",
-           "ExplosionCriterion", "Vaa", "Vab", "Vbb", "a_sym", "c_plus", "c_minus", "rho",
-           "bivariate_moment"]
+           "ExplosionCriterion", "a_sym", "c_plus", "c_minus", "rho"]
 
-Vaa = sp.Symbol("V_aa", positive=True)
-Vab = sp.Symbol("V_ab", real=True)
-Vbb = sp.Symbol("V_bb", positive=True)
+# one covariance symbol set (symscale.kernels.q11, q12, q22) for every 2 x 2 covariance: the
+# entries V_aa, V_ab, V_bb of the SDE's matrix (and V_11, V_12, V_22) are q11, q12, q22
+_OLD = {"V_aa": "q11", "V_ab": "q12", "V_bb": "q22", "V_11": "q11", "V_12": "q12",
+        "V_22": "q22"}
+__getattr__ = deprecated_names(__name__, {
+    "Vaa": ("symscale.kernels.q11", lambda: q11), "Vab": ("symscale.kernels.q12", lambda: q12),
+    "Vbb": ("symscale.kernels.q22", lambda: q22),
+    # the Gaussian moments moved to the one expectation engine
+    "bivariate_moment": ("symscale.expectations.polynomial_moment", lambda: polynomial_moment)})
 a_sym = sp.Symbol("a", positive=True)
 c_plus = sp.Symbol("c_plus", real=True)
 c_minus = sp.Symbol("c_minus", real=True)
 rho = sp.Symbol("rho", real=True)
 _EPS = sp.Symbol("epsilon", positive=True)
-_S, _T = sp.symbols("s t")
+
 _N_CHECK = 1_000_000  # width used by the samplers: bias O(n^-1/2) at most
 
-_V_VARS = (Variable(Vaa, "V_aa: variance of input a"), Variable(Vab, "V_ab: covariance"),
-           Variable(Vbb, "V_bb: variance of input b"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Wick moments
-
-
-def bivariate_moment(i: int, j: int) -> sp.Expr:
-    """E[u^i v^j] for (u, v) ~ N(0, [[V_aa, V_ab], [V_ab, V_bb]]), from the MGF (Isserlis).
-
-    Examples
-    --------
-    >>> from symscale.nsde.sde import bivariate_moment
-    >>> bivariate_moment(2, 2)
-    V_aa*V_bb + 2*V_ab**2
-    """
-    return _bivariate_moment(check_int(i, "i", low=0), check_int(j, "j", low=0))
-
-
-@lru_cache(maxsize=None)
-def _bivariate_moment(i: int, j: int) -> sp.Expr:
-    mgf = sp.exp((_S**2 * Vaa + 2 * _S * _T * Vab + _T**2 * Vbb) / 2)
-    d = sp.diff(mgf, _S, i, _T, j) if i or j else mgf
-    return sp.expand(d.subs({_S: 0, _T: 0}))
-
-
-def _gaussian_expectation_uv(poly):
-    """E[p(u, v)] for a polynomial p by Isserlis term by term."""
-    u, v = sp.symbols("u v")
-    p = sp.Poly(sp.expand(poly), u, v)
-    return sp.expand(sum(c * _bivariate_moment(i, j) for (i, j), c in p.terms()))
+_V_VARS = (Variable(q11, "V_aa: variance of input a"), Variable(q12, "V_ab: covariance"),
+           Variable(q22, "V_bb: variance of input b"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,9 +93,10 @@ def drift(activation, *, a=None, c_plus_value=None, c_minus_value=None) -> Formu
     Returns
     -------
     Formula
-        In ``V_aa, V_ab, V_bb`` (and the symbolic parameters), with a sampler of the finite-width
-        quantity n (c phi_s(u) phi_s(v) - u v) at n = 10^4 (with a zero-mean first-order control
-        variate), so ``check()`` compares the derivation with Monte Carlo.
+        In ``q11, q12, q22`` (the entries V_aa, V_ab, V_bb) and the symbolic parameters, with a
+        sampler of the finite-width quantity n (c phi_s(u) phi_s(v) - u v) at n = 10^4 (with a
+        zero-mean first-order control variate), so ``check()`` compares the derivation with
+        Monte Carlo.
 
     Raises
     ------
@@ -195,8 +176,8 @@ def _smooth_drift_expr(act: Activation):
     phi_s = sp.series(act.expr.subs(X, _EPS * X) / _EPS, _EPS, 0, 3).removeO()  # x + eps.. + eps^2..
     prod = sp.expand(phi_s.subs(X, u) * phi_s.subs(X, v))
     coeffs = [prod.coeff(_EPS, k) for k in range(3)]
-    moments = [_gaussian_expectation_uv(c) for c in coeffs]
-    if sp.simplify(moments[0] - Vab) != 0 or sp.simplify(moments[1]) != 0:
+    moments = [polynomial_expectation(c, u, v) for c in coeffs]
+    if sp.simplify(moments[0] - q12) != 0 or sp.simplify(moments[1]) != 0:
         raise AssertionError("the epsilon expansion lost its structure")  # pragma: no cover
     return sp.factor(moments[2]), taylor[2], taylor[3]
 
@@ -207,10 +188,11 @@ def _smooth_drift(act: Activation, a):
     expr = body / a_val**2
     variables = _V_VARS + ((Variable(a_sym, "shaping strength: s = a sqrt(n)"),)
                            if a is None else ())
-    params = sorted(expr.free_symbols - {Vaa, Vab, Vbb, a_sym}, key=str)
+    params = sorted(expr.free_symbols - {q11, q12, q22, a_sym}, key=str)
     variables += tuple(Variable(p_, "activation parameter") for p_ in params)
     if params:  # symbolic activation parameters: a formula to study, nothing to sample
-        return Formula(expr, variables, name=f"b[{act.label}]", lhs=r"b_{ab}(V)")
+        return Formula(expr, variables, name=f"b[{act.label}]", lhs=r"b_{ab}(V)",
+                       aliases=_OLD)
     phi2f = float(phi2)
 
     def sampler(point, n, rng):
@@ -223,7 +205,7 @@ def _smooth_drift(act: Activation, a):
 
     return Formula(expr, variables, name=f"b[{act.label}]",
                    lhs=r"b_{ab}(V)", description=f"NSDE drift of the shaped {act.label}",
-                   sampler=sampler, point_sampler=_psd_point(a is None, "a"))
+                   sampler=sampler, point_sampler=_psd_point(a is None, "a"), aliases=_OLD)
 
 
 @lru_cache(maxsize=8)
@@ -231,9 +213,8 @@ def _relu_drift_expr():
     """b(V) of the shaped ReLU from the registry's two-slope dual kernel."""
     sp_, sm = 1 + c_plus * _EPS, 1 + c_minus * _EPS
     V = dual_kernel(activation("shaped_relu", s_plus=sp_, s_minus=sm)).expr  # the registry's
-    V = V.xreplace({q11: Vaa, q12: Vab, q22: Vbb})
     weight = 2 / (sp_**2 + sm**2)
-    scaled = sp.expand(weight * V - Vab)
+    scaled = sp.expand(weight * V - q12)
     b = sp.limit(sp.simplify(scaled / _EPS**2), _EPS, 0)
     # the drift is (c_plus - c_minus)^2 times a function of V: verify, then write it so
     shape = sp.simplify(b / (c_plus - c_minus) ** 2)
@@ -244,11 +225,11 @@ def _relu_drift_expr():
 
 def _stable(expr):
     """acos(V_ab / sqrt(V_aa V_bb)) -> atan2(sqrt(max(D, 0)), V_ab) and sqrt(D) -> sqrt(max)."""
-    D = sp.Max(Vaa * Vbb - Vab**2, 0)
-    theta = sp.atan2(sp.sqrt(D), Vab)
+    D = sp.Max(q11 * q22 - q12**2, 0)
+    theta = sp.atan2(sp.sqrt(D), q12)
     return expr.replace(sp.acos, lambda arg: theta).replace(
         lambda e: isinstance(e, sp.Pow) and e.exp == sp.Rational(1, 2)
-        and sp.expand(e.base - (Vaa * Vbb - Vab**2)) == 0, lambda e: sp.sqrt(D))
+        and sp.expand(e.base - (q11 * q22 - q12**2)) == 0, lambda e: sp.sqrt(D))
 
 
 def _relu_drift(cp, cm):
@@ -282,13 +263,13 @@ def _relu_drift(cp, cm):
     return Formula(expr, variables, name="b[shaped relu]", lhs=r"b_{ab}(V)",
                    description="NSDE drift of the shaped ReLU",
                    stable_expr=_stable(expr), sampler=sampler,
-                   point_sampler=_psd_point(bool(free), *free))
+                   point_sampler=_psd_point(bool(free), *free), aliases=_OLD)
 
 
 def nu(c_plus_value=None, c_minus_value=None) -> Formula:
     """nu(rho) with b_ab = nu(rho_ab) sqrt(V_aa V_bb) for the shaped ReLU (derived from b)."""
     b = _relu_drift_expr()
-    expr = b.xreplace({Vaa: 1, Vbb: 1, Vab: rho})
+    expr = b.xreplace({q11: 1, q22: 1, q12: rho})
     variables = [Variable(rho, "correlation")]
     subs = {}
     for sym, val, name in ((c_plus, c_plus_value, "c_plus_value"),
@@ -312,25 +293,22 @@ def diffusion() -> Formula:
     V' = Z^T Z / n and the rows of Z iid N(0, V) (checked here with P = 2, (a, b, c, d) =
     (1, 2, 1, 1)).
     """
-    v11, v12, v22 = sp.symbols("V_11 V_12 V_22", real=True)
     # (a, b, c, d) = (1, 2, 1, 1): Sigma = V_11 V_21 + V_11 V_21 = 2 V_11 V_12
-    expr = v11 * v12 + v11 * v12
+    expr = q11 * q12 + q11 * q12
 
     def sampler(point, n, rng):
-        V = np.array([[point["V_11"], point["V_12"]], [point["V_12"], point["V_22"]]])
+        V = np.array([[point["q11"], point["q12"]], [point["q12"], point["q22"]]])
         L = np.linalg.cholesky(V)
         m = 64
         Z = rng.standard_normal((n, m, 2)) @ L.T
         Vn = np.einsum("kia,kib->kab", Z, Z) / m
         return m * (Vn[:, 0, 1] - V[0, 1]) * (Vn[:, 0, 0] - V[0, 0])
 
-    def points(rng):
-        return _random_psd(rng, ("V_11", "V_12", "V_22"))
-
-    return Formula(expr, [v11, v12, v22], name="Sigma[12,11]",
+    return Formula(expr, [q11, q12, q22], name="Sigma[12,11]",
                    lhs=r"\Sigma_{12,11}(V) = V_{11}V_{21} + V_{11}V_{21}",
                    description="diffusion entry (a, b, c, d) = (1, 2, 1, 1); general rule "
-                   "V_ac V_bd + V_ad V_bc", sampler=sampler, point_sampler=points)
+                   "V_ac V_bd + V_ad V_bc", sampler=sampler, point_sampler=_random_psd,
+                   aliases=_OLD)
 
 
 def _sigma_pairs(V):
@@ -361,19 +339,19 @@ class CorrelationSDE:
 def correlation_sde(activation, **params) -> CorrelationSDE:
     """The Itô SDE of rho = V_12 / sqrt(V_11 V_22) for P = 2, derived by Itô's formula.
 
-    Variables: ``rho``, ``V_11``, ``V_22`` (the ReLU drift does not depend on the variances)
+    Variables: ``rho``, ``q11``, ``q22`` (the variances V_11, V_22; the ReLU drift does not
+    depend on them)
     plus symbolic parameters. ``params`` are passed to :func:`drift`.
     """
     b = drift(activation, **params)
-    v11, v22 = sp.symbols("V_11 V_22", positive=True)
-    v12 = sp.Symbol("V_12", real=True)
+    v11, v12, v22 = q11, q12, q22
     V = sp.Matrix([[v11, v12], [v12, v22]])
     coords = [v11, v12, v22]
     r = v12 / sp.sqrt(v11 * v22)
     grad = [sp.diff(r, x) for x in coords]
-    bvec = [b.expr.xreplace({Vaa: v11, Vab: v11, Vbb: v11}),
-            b.expr.xreplace({Vaa: v11, Vab: v12, Vbb: v22}),
-            b.expr.xreplace({Vaa: v22, Vab: v22, Vbb: v22})]
+    bvec = [b.expr.xreplace({q11: v11, q12: v11, q22: v11}),
+            b.expr.xreplace({q11: v11, q12: v12, q22: v22}),
+            b.expr.xreplace({q11: v22, q12: v22, q22: v22})]
     S = _sigma_pairs(V)
     drift_r = sum(g * bb for g, bb in zip(grad, bvec)) + sp.Rational(1, 2) * sum(
         sp.diff(r, coords[i], coords[j]) * S[i, j] for i in range(3) for j in range(3))
@@ -390,16 +368,16 @@ def correlation_sde(activation, **params) -> CorrelationSDE:
     vars_ = [Variable(rho, "correlation")] + [Variable(x) for x in (v11, v22) if x in used] + \
         params_vars
     numeric = b.sampler is not None or isinstance(activation, Shaped) or \
-        not (set(b.expr.free_symbols) - {Vaa, Vab, Vbb, a_sym, c_plus, c_minus})
+        not (set(b.expr.free_symbols) - {q11, q12, q22, a_sym, c_plus, c_minus})
     step = (lambda stat: _chain_step_sampler(activation, params, stat)) if numeric else (lambda s: None)
     points = _rho_points([v.name for v in vars_[1:]]) if numeric else None
     return CorrelationSDE(
         Formula(drift_r, vars_, name=f"drift_rho[{b.name}]", lhs=r"\mu_\rho",
-                sampler=step("drift"), point_sampler=points),
+                sampler=step("drift"), point_sampler=points, aliases=_OLD),
         Formula(sigma_r, [Variable(rho, "correlation")], name="sigma_rho",
                 lhs=r"\sigma_\rho"),
         Formula(sp.expand(sigma_r**2), vars_, name="sigma_rho^2", lhs=r"\sigma_\rho^2",
-                sampler=step("variance"), point_sampler=points),
+                sampler=step("variance"), point_sampler=points, aliases=_OLD),
     )
 
 
@@ -426,7 +404,7 @@ def _chain_step_sampler(act, params, stat):
 
     def sampler(point, k, rng):
         s = _shaped_for(act, params, point, _N_STEP)
-        v1, v2 = point.get("V_11", 1.0), point.get("V_22", 1.0)
+        v1, v2 = point.get("q11", 1.0), point.get("q22", 1.0)
         r0 = point["rho"]
         V0 = np.array([[v1, r0 * math.sqrt(v1 * v2)], [r0 * math.sqrt(v1 * v2), v2]])
         d = np.diag(V0)
@@ -455,7 +433,7 @@ def _rho_points(names):
     def point(rng):
         out = {"rho": float(rng.uniform(-0.8, 0.8))}
         for nm in names:
-            if nm in ("V_11", "V_22"):
+            if nm in ("q11", "q22"):
                 out[nm] = float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
             elif nm == "a":
                 out[nm] = float(rng.uniform(1.0, 2.0))
@@ -496,10 +474,10 @@ def explosion_criterion(activation, a=None) -> ExplosionCriterion:
         b = drift(activation)
     else:
         b = drift(activation, a=a)
-    mu = sp.simplify(b.expr.xreplace({Vaa: Vaa, Vab: Vaa, Vbb: Vaa}) / Vaa**2)
+    mu = sp.simplify(b.expr.xreplace({q12: q11, q22: q11}) / q11**2)
     def diagonal_sampler(point, n, rng):  # the drift's sampler on the diagonal, over V^2
         v = 1.3
-        return b.sampler({**point, "V_aa": v, "V_ab": v, "V_bb": v}, n, rng) / v**2
+        return b.sampler({**point, "q11": v, "q12": v, "q22": v}, n, rng) / v**2
 
     def a_sampler(rng):
         return {"a": float(rng.uniform(0.8, 2.0))} if a is None else {}
@@ -517,8 +495,8 @@ def explosion_criterion(activation, a=None) -> ExplosionCriterion:
 # helpers for samplers
 
 
-def _random_psd(rng, names=("V_aa", "V_ab", "V_bb")):
-    return random_psd_point(rng, names, var_range=(0.5, 2.0), max_corr=0.9)
+def _random_psd(rng):
+    return random_psd_point(rng, ("q11", "q12", "q22"), var_range=(0.5, 2.0), max_corr=0.9)
 
 
 def _psd_point(with_params: bool, *names):
@@ -533,9 +511,4 @@ def _psd_point(with_params: bool, *names):
     return point
 
 
-def _pair(point, n, rng):
-    vaa, vab, vbb = point["V_aa"], point["V_ab"], point["V_bb"]
-    z1, z2 = rng.standard_normal((2, n))
-    s1 = math.sqrt(vaa)
-    lead = vab / s1
-    return s1 * z1, lead * z1 + math.sqrt(max(vbb - lead * lead, 0.0)) * z2
+_pair = correlated_pair  # (u, v) ~ N(0, [[q11, q12], [q12, q22]])

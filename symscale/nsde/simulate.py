@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from .._deprecation import renamed_arguments
-from ..activations import as_activation
+from .._deprecation import renamed_arguments, reordered_arguments
+from ..activations import Activation, as_activation
 from ..errors import PathStatisticWarning
 from ..formula import Formula
 from ..netsor.network import sample_network
@@ -42,7 +42,8 @@ from ..netsor.program import Program
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt, psd_sqrt_from_eigh
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
                           check_real, check_seed)
-from .sde import Vaa, Vab, Vbb, correlation_sde, drift
+from ..kernels.dual import q11, q12, q22
+from .sde import correlation_sde, drift
 from .shaping import Shaped
 
 __all__ = ["Paths", "PathMean", "PathStatisticWarning", "finite_width_chain",
@@ -196,15 +197,16 @@ def _positive(v, name):
 def _network_spec(act, n, weight_var):
     """(activation, weight variance, width) from a Shaped or an activation."""
     if isinstance(act, Shaped):
-        if n is not None and check_int(n, "n", low=1) != act.n:
-            raise ValueError(f"n={n} differs from the width {act.n} the activation was shaped for")
+        if n is not None and check_int(n, "width", low=1) != act.n:
+            raise ValueError(f"width={n} differs from the width {act.n} the activation was "
+                             "shaped for")
         if weight_var is not None and _positive(weight_var, "weight_var") != act.weight_var:
             raise ValueError(f"weight_var={weight_var!r} differs from the weight variance "
                              f"{act.weight_var!r} of the Shaped activation")
         return act.activation, act.weight_var, act.n
     if n is None:
-        raise ValueError("n is required unless act is a Shaped activation")
-    n = check_int(n, "n", low=1)
+        raise ValueError("width is required unless the activation is Shaped")
+    n = check_int(n, "width", low=1)
     c = 1.0 if weight_var is None else _positive(weight_var, "weight_var")
     return as_activation(act), c, n
 
@@ -213,25 +215,39 @@ def _network_spec(act, n, weight_var):
 # finite width
 
 
-@renamed_arguments(act="activation")
-def finite_width_chain(V0, activation, n: int | None = None, depth: int = 1, n_chains: int = 1000,
-                       seed: int = 0, *, weight_var: float | None = None, save_every: int = 0,
-                       progress: bool = False) -> Paths:
+def _old_order(args):
+    """(X, activation, n, depth, ...) of old: the activation second, where depth now is (and
+    not third, where the new order has it: a bad depth such as "3" is not an old call)."""
+    def is_activation(a):
+        return isinstance(a, (str, Activation, Shaped))
+
+    return len(args) >= 2 and is_activation(args[1]) and not (len(args) >= 3
+                                                              and is_activation(args[2]))
+
+
+@renamed_arguments(act="activation", n="width")
+@reordered_arguments(("V0", "activation", "width", "depth", "n_chains", "seed"), _old_order)
+def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
+                       n_chains: int = 1000, seed=0, weight_var: float | None = None,
+                       save_every: int = 0, progress: bool = False) -> Paths:
     """The exact Markov chain of the Gram matrix of a width-n network.
 
     Parameters
     ----------
     V0 : (P, P) array
         Input Gram matrix (PSD).
+    depth : int
+        Layers (>= 0).
     activation : Shaped, str or Activation
         A :class:`Shaped` activation (its width and weight variance), or any activation with
-        ``n`` and ``weight_var`` given.
-    n : int, optional
-        Width (>= 1); required unless ``activation`` is Shaped (then it must match).
-    depth, n_chains : int
-        Layers (>= 0) and independent chains (>= 1).
-    seed : int, optional
-        Seed of ``numpy.random.default_rng`` (>= 0), or None.
+        ``width`` and ``weight_var`` given.
+    width : int, optional
+        n >= 1; required unless ``activation`` is Shaped (then it must match). ``n=`` is its
+        deprecated name; the old positional order ``(V0, activation, n, depth, n_chains,
+        seed)`` still works for one release.
+    n_chains : int
+        Independent chains (>= 1).
+    seed : None, int, SeedSequence or Generator
     weight_var : float, optional
         c > 0 in V' = (c/n) phi(Z)^T phi(Z) (default 1 unless ``activation`` is Shaped).
     save_every : int
@@ -245,7 +261,7 @@ def finite_width_chain(V0, activation, n: int | None = None, depth: int = 1, n_c
         ``t = depth / n``.
     """
     V0 = check_psd(V0, "V0")
-    phi, c, n = _network_spec(activation, n, weight_var)
+    phi, c, n = _network_spec(activation, width, weight_var)
     depth = _count(depth, "depth", 0)
     n_chains = _count(n_chains, "n_chains", 1)
     rng = check_random_state(seed)
@@ -273,9 +289,10 @@ def finite_width_chain(V0, activation, n: int | None = None, depth: int = 1, n_c
                  np.array(saved) if saved else None)
 
 
-@renamed_arguments(act="activation")
-def finite_width_network(X, activation, n: int | None = None, depth: int = 1, n_networks: int = 100,
-                         seed: int = 0, *, weight_var: float | None = None) -> Paths:
+@renamed_arguments(act="activation", n="width")
+@reordered_arguments(("X", "activation", "width", "depth", "n_networks", "seed"), _old_order)
+def finite_width_network(X, depth: int, activation, *, width: int | None = None,
+                         n_networks: int = 100, seed=0, weight_var: float | None = None) -> Paths:
     """Direct simulation of the shaped MLP on inputs X (P x d): explicit Gaussian weights.
 
     z^1 = W^0 x / sqrt(d), z^{l+1} = sqrt(c/n) W^l phi(z^l), V^l = (c/n) phi(z^l)^T phi(z^l);
@@ -283,20 +300,22 @@ def finite_width_network(X, activation, n: int | None = None, depth: int = 1, n_
     draw of the MLP's Netsor program by :func:`symscale.netsor.sample_network` (a smooth
     :class:`Shaped` activation in the shaped parameterization, anything else in the NTK
     parameterization), from one generator; networks whose Gram leaves float64 are flagged.
+    Arguments as for :func:`finite_width_chain` (the old order ``(X, activation, n, depth,
+    n_networks, seed)`` still works for one release).
 
     Examples
     --------
     >>> import numpy as np
     >>> from symscale.nsde import shaped
     >>> X = np.array([[1.0, 0.0], [0.6, 0.8]])
-    >>> paths = finite_width_network(X, shaped("tanh", 1.0, 64), depth=4, n_networks=3, seed=0)
+    >>> paths = finite_width_network(X, 4, shaped("tanh", 1.0, 64), n_networks=3, seed=0)
     >>> paths.values.shape, paths.t
     ((3, 2, 2), 0.0625)
     """
     X = check_array(X, "X")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a finite P x d array, got shape {X.shape}")
-    phi, c, n = _network_spec(activation, n, weight_var)
+    phi, c, n = _network_spec(activation, width, weight_var)
     depth = _count(depth, "depth", 1)
     n_networks = _count(n_networks, "n_networks", 1)
     rng = check_random_state(seed)
@@ -344,7 +363,7 @@ def _drift_function(act, params):
         f = drift(act)
     else:
         f = drift(act, **params)
-    extra = [v.name for v in f.variables if v.symbol not in (Vaa, Vab, Vbb)]
+    extra = [v.name for v in f.variables if v.symbol not in (q11, q12, q22)]
     if extra:
         raise ValueError(f"the drift has symbolic parameters {extra}; pass a Shaped activation "
                          "or their values (a=..., c_plus_value=..., c_minus_value=...)")

@@ -23,7 +23,7 @@ N, BATCH, SEED = 3000, 250, 2  # 12 batches
 
 
 def _net():
-    return RandomMLP.random(5, 2, "relu", bias_var=0.2, seed=1, input_dim=3, output_dim=2)
+    return RandomMLP.random(2, "relu", width=5, bias_var=0.2, seed=1, input_dim=3, output_dim=2)
 
 
 def _same(a, b):

@@ -24,7 +24,7 @@ ESTIMATORS = [dict(K=1), dict(K=2), dict(K=2, variant="gaussian"), dict(K=2, var
 def _scaled_relu(scale, seed=0, n=4):
     """``(M, M_s)``: a 2-layer ReLU net without readout bias, and the same with its first
     layer (weights and biases) multiplied by ``scale``, so that ``M_s = scale * M``."""
-    r = RandomMLP.random(n, 1, seed=seed, bias_var=0.1)
+    r = RandomMLP.random(1, width=n, seed=seed, bias_var=0.1)
     biases = [r.biases[0], np.zeros(n)]
     base = RandomMLP.from_weights(r.weights, biases, "relu")
     return base, RandomMLP.from_weights([r.weights[0] * scale, r.weights[1]],
@@ -97,7 +97,7 @@ def test_tail_probability_overflow_is_an_error_not_nan(K):
 
 
 def test_tail_probability_far_thresholds_are_exact_zero_and_one():
-    mlp = RandomMLP.random(6, 2, seed=0)
+    mlp = RandomMLP.random(2, width=6, seed=0)
     for K in (1, 2, 3):
         assert np.all(tail_probability(mlp, 2, 1e300, K=K).probability == 0.0)
         assert np.all(tail_probability(mlp, 2, -1e300, K=K).probability == 1.0)
@@ -216,7 +216,7 @@ def test_from_weights_rejects(weights, error, match):
 
 
 def test_network_methods_reject():
-    mlp = RandomMLP.random(3, 1, seed=0)
+    mlp = RandomMLP.random(1, width=3, seed=0)
     with pytest.raises(ValueError, match="W must have at least one row"):
         mlp.with_readout(np.ones((0, 3)), activation="relu")
     with pytest.raises(ValueError, match="x contains non-finite"):
@@ -241,7 +241,7 @@ def test_network_methods_reject():
     (dict(progress=None), TypeError, "progress"),
 ])
 def test_monte_carlo_and_ground_truth_reject(kwargs, error, match):
-    mlp = RandomMLP.random(3, 1, seed=0)
+    mlp = RandomMLP.random(1, width=3, seed=0)
     args = dict(n_samples=100) | kwargs
     with pytest.raises(error, match=match):
         monte_carlo(mlp, **args)
@@ -250,7 +250,7 @@ def test_monte_carlo_and_ground_truth_reject(kwargs, error, match):
 
 
 def test_numpy_integers_are_accepted():
-    mlp = RandomMLP.random(np.int64(3), np.int32(1), seed=np.int64(0))
+    mlp = RandomMLP.random(np.int32(1), width=np.int64(3), seed=np.int64(0))
     a = monte_carlo(mlp, np.int64(500), seed=np.uint16(1), batch=np.int32(128))
     b = monte_carlo(mlp, 500, seed=1, batch=128)
     assert np.array_equal(a.mean, b.mean) and a.n_samples == 500
@@ -275,7 +275,7 @@ def test_numpy_integers_are_accepted():
 ])
 def test_propagate_rejects(kwargs, error, match):
     with pytest.raises(error, match=match):
-        propagate(RandomMLP.random(4, 2, seed=0), **kwargs)
+        propagate(RandomMLP.random(2, width=4, seed=0), **kwargs)
 
 
 def test_propagate_and_tails_reject_a_non_network():
@@ -294,7 +294,7 @@ def test_propagate_and_tails_reject_a_non_network():
 ])
 def test_tail_probability_rejects(args, error, match):
     with pytest.raises(error, match=match):
-        tail_probability(RandomMLP.random(4, 2, seed=0), *args)
+        tail_probability(RandomMLP.random(2, width=4, seed=0), *args)
 
 
 @pytest.mark.parametrize("kwargs, error, match", [

@@ -109,7 +109,7 @@ def test_the_all_distinct_diagrams_are_the_four_tree_shapes():
     ("gelu", 0.1, 6, 3),
 ])
 def test_factored_k4_equals_dense_k4(act, bias, n, depth):
-    mlp = RandomMLP.random(n, depth, activation=act, bias_var=bias, seed=5)
+    mlp = RandomMLP.random(depth, act, width=n, bias_var=bias, seed=5)
     f = propagate(mlp, K=4, factored=True)
     u = propagate(mlp, K=4)
     k3 = propagate(mlp, K=3).estimate
@@ -120,7 +120,7 @@ def test_factored_k4_equals_dense_k4(act, bias, n, depth):
 
 
 def test_factored_k4_keeps_the_layers_for_a_following_step():
-    mlp = RandomMLP.random(9, 3, seed=2)
+    mlp = RandomMLP.random(3, width=9, seed=2)
     for upto in (2, 3, 4):
         f = propagate(mlp, K=4, factored=True, upto=upto)
         u = propagate(mlp, K=4, upto=upto)
@@ -139,13 +139,13 @@ def test_factored_k4_cost_grows_as_n4_not_n5():
     flops = []
     widths = [16, 32, 64]
     for n in widths:
-        flops.append(propagate(RandomMLP.random(n, 3, seed=0), K=4, factored=True).flops)
+        flops.append(propagate(RandomMLP.random(3, width=n, seed=0), K=4, factored=True).flops)
     slope = np.polyfit(np.log(widths), np.log(flops), 1)[0]
     assert 3.6 < slope < 4.3, slope
 
 
 def test_factored_k4_refuses_other_variants():
-    mlp = RandomMLP.random(4, 2, seed=0)
+    mlp = RandomMLP.random(2, width=4, seed=0)
     with pytest.raises(ValueError, match="variant"):
         factored_k4_run(mlp, 3, "augmented")
     with pytest.raises(ValueError, match="variant"):

@@ -47,7 +47,7 @@ def _seeded_inputs(seed, n_samples, batch, n_in):
 
 
 def test_he_init_variances_relu():
-    mlp = RandomMLP.random(300, 2, "relu", seed=11, input_dim=40, output_dim=100)
+    mlp = RandomMLP.random(2, "relu", width=300, seed=11, input_dim=40, output_dim=100)
     assert [w.shape for w in mlp.weights] == [(300, 40), (300, 300), (100, 300)]
     assert _var_within(mlp.weights[0], 1 / 40)
     assert _var_within(mlp.weights[1], 2 / 300)
@@ -60,22 +60,23 @@ def test_he_init_variances_tanh_against_independent_quadrature():
     z, w = np.polynomial.hermite_e.hermegauss(120)
     second = float(np.tanh(z) ** 2 @ w / math.sqrt(2 * math.pi))  # E[tanh(G)^2] ~ 0.394
     assert 0.39 < second < 0.40
-    mlp = RandomMLP.random(250, 1, "tanh", seed=5)
+    mlp = RandomMLP.random(1, "tanh", width=250, seed=5)
     assert _var_within(mlp.weights[0], 1 / 250)
     assert _var_within(mlp.weights[1], 1 / (250 * second))
 
 
 def test_standard_init_and_bias_variance():
-    mlp = RandomMLP.random(200, 2, "relu", init="standard", bias_var=0.3, seed=2, input_dim=50)
+    mlp = RandomMLP.random(2, "relu", width=200, weight_var=1.0, bias_var=0.3, seed=2,
+                           input_dim=50)
     assert _var_within(mlp.weights[0], 1 / 50)
     assert _var_within(mlp.weights[1], 1 / 200)
     assert _var_within(np.concatenate(mlp.biases), 0.3)
 
 
 def test_random_is_seeded_and_random_mlp_matches():
-    a = RandomMLP.random(6, 2, "tanh", bias_var=0.5, seed=4)
-    b = random_mlp(6, 2, "tanh", bias_var=0.5, seed=4)
-    c = RandomMLP.random(6, 2, "tanh", bias_var=0.5, seed=5)
+    a = RandomMLP.random(2, "tanh", width=6, bias_var=0.5, seed=4)
+    b = random_mlp(2, "tanh", width=6, bias_var=0.5, seed=4)
+    c = RandomMLP.random(2, "tanh", width=6, bias_var=0.5, seed=5)
     assert all(np.array_equal(u, v) for u, v in zip(a.weights + a.biases, b.weights + b.biases))
     assert not np.array_equal(a.weights[0], c.weights[0])
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
@@ -84,13 +85,13 @@ def test_random_is_seeded_and_random_mlp_matches():
 def test_he_init_rejects_degenerate_second_moment(monkeypatch):
     zero = ss.activation("polynomial", coefficients=(0,))
     with pytest.raises(ValueError, match=r"E\[phi\(G\)\^2\]"):
-        RandomMLP.random(4, 1, zero)
-    RandomMLP.random(4, 1, zero, init="standard")  # no moment needed
-    RandomMLP.random(4, 0, zero)  # no hidden layer: no moment needed
+        RandomMLP.random(1, zero, width=4)
+    RandomMLP.random(1, zero, width=4, weight_var=1.0)  # no moment needed
+    RandomMLP.random(0, zero, width=4)  # no hidden layer: no moment needed
     for bad in (math.inf, math.nan):
         monkeypatch.setattr(network, "gaussian_moment_numeric", lambda *a, v=bad, **k: v)
         with pytest.raises(ValueError, match="E\\[phi"):
-            RandomMLP.random(4, 1, "relu")
+            RandomMLP.random(1, "relu", width=4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,19 +99,19 @@ def test_he_init_rejects_degenerate_second_moment(monkeypatch):
 
 
 def test_properties_and_repr():
-    mlp = RandomMLP.random(7, 3, "tanh", bias_var=0.1, seed=0, input_dim=2, output_dim=5)
+    mlp = RandomMLP.random(3, "tanh", width=7, bias_var=0.1, seed=0, input_dim=2, output_dim=5)
     assert (mlp.depth, mlp.width, mlp.widths) == (3, 7, (7, 7, 7))
     assert (mlp.input_dim, mlp.output_dim, mlp.activation.name) == (2, 5, "tanh")
     assert repr(mlp) == ("RandomMLP(input_dim=2, widths=(7, 7, 7), output_dim=5, "
                          "activations=('tanh', 'tanh', 'tanh'), biases=True)")
-    lin = RandomMLP.random(3, 0, seed=0)
+    lin = RandomMLP.random(0, width=3, seed=0)
     assert (lin.depth, lin.widths, lin.activation, lin.width) == (0, (), None, 3)
 
 
 @pytest.mark.parametrize("n, depth", [(1, 0), (5, 1), (16, 3), (64, 6)])
 def test_flops_square_net(n, depth):
-    assert RandomMLP.random(n, depth).flops_per_sample() == 2 * n * n * (depth + 1) + n * depth
-    with_bias = RandomMLP.random(n, depth, bias_var=1.0)
+    assert RandomMLP.random(depth, width=n).flops_per_sample() == 2 * n * n * (depth + 1) + n * depth
+    with_bias = RandomMLP.random(depth, width=n, bias_var=1.0)
     assert with_bias.flops_per_sample() == 2 * n * n * (depth + 1) + n * depth + n * (depth + 1)
 
 
@@ -122,7 +123,7 @@ def test_flops_rectangular_and_partial_biases():
 
 
 def test_forward_matches_hand_written_numpy():
-    mlp = RandomMLP.random(9, 3, "tanh", bias_var=0.4, seed=3, input_dim=3, output_dim=2)
+    mlp = RandomMLP.random(3, "tanh", width=9, bias_var=0.4, seed=3, input_dim=3, output_dim=2)
     x = np.random.default_rng(0).standard_normal((11, 3))
     ref = _hand_forward(mlp.weights, mlp.biases, [np.tanh] * 3, x)
     out = mlp.forward(x)
@@ -145,7 +146,7 @@ def test_mixed_activations_from_weights():
 
 
 def test_truncated_and_hidden_are_consistent():
-    mlp = RandomMLP.random(6, 3, "relu", bias_var=0.2, seed=9, input_dim=4, output_dim=3)
+    mlp = RandomMLP.random(3, "relu", width=6, bias_var=0.2, seed=9, input_dim=4, output_dim=3)
     x = np.random.default_rng(2).standard_normal((8, 4))
     relu = lambda h: np.maximum(h, 0)  # noqa: E731
     for layer in range(1, mlp.depth + 2):
@@ -158,7 +159,7 @@ def test_truncated_and_hidden_are_consistent():
 
 
 def test_with_readout():
-    mlp = RandomMLP.random(5, 1, "relu", seed=0, output_dim=3)
+    mlp = RandomMLP.random(1, "relu", width=5, seed=0, output_dim=3)
     W, b = np.arange(6.0).reshape(2, 3), np.array([1.0, -1.0])
     ext = mlp.with_readout(W, b, activation="tanh")
     x = np.random.default_rng(0).standard_normal((4, 5))
@@ -173,7 +174,7 @@ def test_with_readout():
 
 
 def test_tail_indicator_equals_hand_indicator():
-    mlp = RandomMLP.random(6, 2, "tanh", bias_var=0.3, seed=4)
+    mlp = RandomMLP.random(2, "tanh", width=6, bias_var=0.3, seed=4)
     x = np.random.default_rng(3).standard_normal((50, 6))
     theta = np.linspace(-1.0, 1.0, 6)
     for layer in (1, 2, 3):
@@ -188,7 +189,7 @@ def test_tail_indicator_equals_hand_indicator():
 
 def test_tail_probability_of_first_layer_is_gaussian():
     """z_1 = W_1 x ~ N(0, |w_i|^2) coordinatewise: P(z > theta) = Phi(-theta / |w_i|)."""
-    mlp = RandomMLP.random(5, 1, seed=8)
+    mlp = RandomMLP.random(1, width=5, seed=8)
     theta = np.array([-1.0, 0.0, 0.3, 0.8, 1.5])
     exact = ndtr(-theta / np.linalg.norm(mlp.weights[0], axis=1))
     res = monte_carlo(mlp.tail_indicator(1, theta), 40_000, seed=1)
@@ -217,7 +218,7 @@ def test_frozen_copies_and_pickles():
 
 
 def _linear_net(seed=0, bias_var=0.5):
-    return RandomMLP.random(6, 2, "identity", bias_var=bias_var, seed=seed, input_dim=4,
+    return RandomMLP.random(2, "identity", width=6, bias_var=bias_var, seed=seed, input_dim=4,
                             output_dim=3)
 
 
@@ -239,7 +240,7 @@ def test_monte_carlo_linear_net_exact_moments(bias_var):
 
 
 def test_monte_carlo_nonlinear_agrees_with_large_reference():
-    mlp = RandomMLP.random(8, 2, "relu", bias_var=0.2, seed=6)
+    mlp = RandomMLP.random(2, "relu", width=8, bias_var=0.2, seed=6)
     ref = ground_truth(mlp, 400_000, seed=0, progress=False)
     res = monte_carlo(mlp, 20_000, seed=5)
     assert np.all(np.abs(res.mean - ref.mean) <= 5 * np.hypot(res.sem, ref.sem))
@@ -249,7 +250,7 @@ def test_monte_carlo_nonlinear_agrees_with_large_reference():
 
 @pytest.mark.parametrize("batch", [1, 64, 1000, 5000])
 def test_streaming_equals_one_shot(batch):
-    mlp = RandomMLP.random(5, 2, "tanh", bias_var=0.3, seed=2, input_dim=3, output_dim=4)
+    mlp = RandomMLP.random(2, "tanh", width=5, bias_var=0.3, seed=2, input_dim=3, output_dim=4)
     res = monte_carlo(mlp, 1000, seed=7, batch=batch)
     y = mlp.forward(np.random.default_rng(7).standard_normal((1000, 3)))
     np.testing.assert_allclose(res.mean, y.mean(axis=0), rtol=1e-12, atol=1e-12)
@@ -296,7 +297,7 @@ def test_score_functions():
 
 @pytest.fixture
 def small():
-    return RandomMLP.random(5, 2, "relu", bias_var=0.2, seed=1, input_dim=3, output_dim=2)
+    return RandomMLP.random(2, "relu", width=5, bias_var=0.2, seed=1, input_dim=3, output_dim=2)
 
 
 def test_ground_truth_equals_one_shot_on_seeded_batches(small):
@@ -407,7 +408,7 @@ def test_ground_truth_loads_finished_result_without_recomputing(small, tmp_path,
         args = dict(n_samples=1500, seed=3, batch=400) | kwargs
         with pytest.raises(AssertionError, match="recomputed"):
             ground_truth(small, cache_dir=tmp_path, progress=False, **args)
-    other = RandomMLP.random(5, 2, "relu", bias_var=0.2, seed=2, input_dim=3, output_dim=2)
+    other = RandomMLP.random(2, "relu", width=5, bias_var=0.2, seed=2, input_dim=3, output_dim=2)
     with pytest.raises(AssertionError, match="recomputed"):
         ground_truth(other, 1500, seed=3, batch=400, cache_dir=tmp_path, progress=False)
     tanh = RandomMLP(small.weights, small.biases, ("tanh", "tanh"))  # same arrays
@@ -468,8 +469,8 @@ def test_random_rejects_bad_arguments(kwargs, error, match):
 
 
 def test_random_accepts_numpy_integers():
-    a = RandomMLP.random(np.int64(5), np.int32(2), seed=np.uint8(3), input_dim=np.int64(2))
-    b = RandomMLP.random(5, 2, seed=3, input_dim=2)
+    a = RandomMLP.random(np.int32(2), width=np.int64(5), seed=np.uint8(3), input_dim=np.int64(2))
+    b = RandomMLP.random(2, width=5, seed=3, input_dim=2)
     assert a.widths == (5, 5) and a.fingerprint() == b.fingerprint()
 
 

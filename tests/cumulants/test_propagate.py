@@ -134,7 +134,7 @@ def test_dense_linear_step_equals_einsum():
 
 
 def test_factored_equals_unfactored_with_the_same_slice_map():
-    mlp = RandomMLP.random(10, 3, seed=5, bias_var=0.1)
+    mlp = RandomMLP.random(3, width=10, seed=5, bias_var=0.1)
     f = propagate(mlp, K=3, factored=True)
     u = propagate(mlp, K=3, coherent_only=True)
     np.testing.assert_allclose(f.estimate, u.estimate, atol=1e-12)
@@ -149,7 +149,7 @@ def test_factored_and_unfactored_k3_agree_within_the_truncation_order():
     for n in widths:
         d, c = [], []
         for seed in range(3):
-            mlp = RandomMLP.random(n, 3, seed=seed)
+            mlp = RandomMLP.random(3, width=n, seed=seed)
             f = propagate(mlp, K=3, factored=True).estimate
             u = propagate(mlp, K=3).estimate
             k2 = propagate(mlp, K=2).estimate
@@ -164,7 +164,7 @@ def test_factored_and_unfactored_k3_agree_within_the_truncation_order():
 
 @pytest.mark.parametrize("act", ["tanh", "gelu", "erf", "sigmoid", "leaky_relu", "abs"])
 def test_any_registered_activation_beats_the_gaussian_mean_field(act):
-    mlp = RandomMLP.random(24, 2, activation=act, bias_var=0.2, seed=6)
+    mlp = RandomMLP.random(2, act, width=24, bias_var=0.2, seed=6)
     mc = monte_carlo(mlp, 400_000, seed=7)
     var = np.mean(mc.var)
     floor = np.mean(mc.sem**2) / var
@@ -181,7 +181,7 @@ def test_any_registered_activation_beats_the_gaussian_mean_field(act):
     ({"K": 2, "factored": True}, ValueError, "factored"), ({"upto": 9}, ValueError, "upto"),
 ])
 def test_bad_estimator_arguments(kwargs, error, match):
-    mlp = RandomMLP.random(4, 2, seed=0)
+    mlp = RandomMLP.random(2, width=4, seed=0)
     with pytest.raises(error, match=match):
         propagate(mlp, **kwargs)
 

@@ -111,7 +111,7 @@ def test_table_outputs_and_plots(tables, tmp_path):
 
 def test_tail_probabilities_below_the_equal_flop_monte_carlo_resolution():
     """Width 256, three ReLU layers, P(z > 3) of the next layer's pre-activations."""
-    mlp = RandomMLP.random(256, 3, seed=0)
+    mlp = RandomMLP.random(3, width=256, seed=0)
     ind = mlp.tail_indicator(4, 3.0)
     est = tail_probability(mlp, layer=4, theta=3.0, K=3, factored=True)
     n_equal = int(est.flops / ind.flops_per_sample())
@@ -126,7 +126,7 @@ def test_tail_probabilities_below_the_equal_flop_monte_carlo_resolution():
 
 
 def test_tail_bad_input():
-    mlp = RandomMLP.random(8, 2, seed=0)
+    mlp = RandomMLP.random(2, width=8, seed=0)
     with pytest.raises(ValueError, match="theta"):
         tail_probability(mlp, 2, float("nan"))
     with pytest.raises(ValueError, match="layer"):

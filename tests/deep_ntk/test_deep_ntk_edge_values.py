@@ -228,7 +228,7 @@ def test_gradient_flow_overflowing_scale_raises():
 
 
 def test_network_overflow_and_nan_weights_are_typed_errors():
-    model = NTKMLP.init(3, 8, 2, seed=0)
+    model = NTKMLP.init(2, d_in=3, width=8, seed=0)
     with pytest.raises(OverflowError, match="X"):
         model_ntk(model, 1e200 * np.eye(3))
     with pytest.raises(ValueError, match="weights"):
@@ -279,20 +279,20 @@ def test_network_overflow_and_nan_weights_are_typed_errors():
      ValueError, "lr"),
     (lambda: spectra.gradient_flow_predictor(np.eye(2), None, [1, 2], "1"), TypeError, "t"),
     (lambda: spectra.gradient_flow_predictor(np.eye(2), None, [1, 2], -1.0), ValueError, "t"),
-    (lambda: NTKMLP.init(3, 8.0, 2), TypeError, "width"),
-    (lambda: NTKMLP.init(3, 50.7, 2), TypeError, "width"),
-    (lambda: NTKMLP.init(True, 8, 2), TypeError, "d_in"),
-    (lambda: NTKMLP.init(3, 8, 2, seed=-1), ValueError, "seed"),
-    (lambda: NTKMLP.init(3, 8, 2, seed=1.5), TypeError, "seed"),
-    (lambda: NTKMLP.init(3, 8, 2, weight_std=True), TypeError, "weight_std"),
-    (lambda: NTKMLP.init(3, 8, 2, weight_std="a"), TypeError, "weight_std"),
-    (lambda: NTKMLP.init(3, 8, 2, weight_std=0.0), ValueError, "weight_std"),
+    (lambda: NTKMLP.init(2, d_in=3, width=8.0), TypeError, "width"),
+    (lambda: NTKMLP.init(2, d_in=3, width=50.7), TypeError, "width"),
+    (lambda: NTKMLP.init(2, d_in=True, width=8), TypeError, "d_in"),
+    (lambda: NTKMLP.init(2, d_in=3, width=8, seed=-1), ValueError, "seed"),
+    (lambda: NTKMLP.init(2, d_in=3, width=8, seed=1.5), TypeError, "seed"),
+    (lambda: NTKMLP.init(2, d_in=3, width=8, weight_std=True), TypeError, "weight_std"),
+    (lambda: NTKMLP.init(2, d_in=3, width=8, weight_std="a"), TypeError, "weight_std"),
+    (lambda: NTKMLP.init(2, d_in=3, width=8, weight_std=0.0), ValueError, "weight_std"),
     (lambda: train_gd("model", np.eye(3), np.ones(3), lr=0.1, steps=1), TypeError, "model"),
-    (lambda: train_gd(NTKMLP.init(3, 8, 1), np.eye(3), np.ones(3), lr=True, steps=1),
+    (lambda: train_gd(NTKMLP.init(1, d_in=3, width=8), np.eye(3), np.ones(3), lr=True, steps=1),
      TypeError, "lr"),
-    (lambda: train_gd(NTKMLP.init(3, 8, 1), np.eye(3), np.ones(3), lr=0.1, steps=True),
+    (lambda: train_gd(NTKMLP.init(1, d_in=3, width=8), np.eye(3), np.ones(3), lr=0.1, steps=True),
      TypeError, "steps"),
-    (lambda: model_ntk(NTKMLP.init(3, 8, 1), [["a"] * 3]), TypeError, "X"),
+    (lambda: model_ntk(NTKMLP.init(1, d_in=3, width=8), [["a"] * 3]), TypeError, "X"),
     (lambda: datasets.sphere_points(5, 3, min_angle="a"), TypeError, "min_angle"),
     (lambda: datasets.sphere_points(5, 3, min_angle=True), TypeError, "min_angle"),
     (lambda: datasets.sphere_points(5, 3, max_correlation=np.nan), ValueError,
@@ -315,6 +315,6 @@ def test_numpy_integers_are_accepted():
     np.testing.assert_array_equal(spectra.ntk_matrix(X, np.int64(3)), spectra.ntk_matrix(X, 3))
     assert float(normalized_ntk(0.5, np.int32(7), dps=np.int64(20))) == pytest.approx(
         float(normalized_ntk(0.5, 7)), rel=1e-14)
-    m1, m2 = NTKMLP.init(np.int64(3), np.int64(8), np.int64(2), seed=np.int64(4)), \
-        NTKMLP.init(3, 8, 2, seed=4)
+    m1, m2 = NTKMLP.init(np.int64(2), d_in=np.int64(3), width=np.int64(8), seed=np.int64(4)), \
+        NTKMLP.init(2, d_in=3, width=8, seed=4)
     assert all(np.array_equal(a, b) for a, b in zip(m1.params, m2.params))

@@ -213,20 +213,20 @@ def test_shaped_parameterization_shapes_every_layer_at_its_own_width():
 def test_random_mlp_is_a_draw_of_its_program():
     from symscale.cumulants import RandomMLP
 
-    mlp_ = RandomMLP.random(16, 2, "relu", bias_var=0.3, seed=0, input_dim=3, output_dim=2)
+    mlp_ = RandomMLP.random(2, "relu", width=16, bias_var=0.3, seed=0, input_dim=3, output_dim=2)
     rng = np.random.default_rng(0)
     gain = 2.0  # 1 / E[relu(G)^2]
     for W, b, var in zip(mlp_.weights, mlp_.biases, (1.0, gain, gain)):
         assert np.array_equal(W, rng.normal(0.0, math.sqrt(var / W.shape[1]), W.shape))
         assert np.array_equal(b, rng.normal(0.0, math.sqrt(0.3), b.shape))
-    lin = RandomMLP.random(4, 0, seed=1, input_dim=3)
+    lin = RandomMLP.random(0, width=4, seed=1, input_dim=3)
     assert lin.weights[0].shape == (4, 3) and lin.depth == 0
 
 
 def test_ntk_mlp_init_is_a_draw_of_its_program():
     from symscale.deep_ntk import NTKMLP
 
-    model = NTKMLP.init(3, [8, 5], 2, "tanh", weight_std=1.2, seed=2)
+    model = NTKMLP.init(2, "tanh", d_in=3, width=[8, 5], weight_var=1.44, seed=2)
     rng = np.random.default_rng(2)
     for W in model.weights:
         assert np.array_equal(W, rng.standard_normal(W.shape))
@@ -261,10 +261,11 @@ def test_nsde_network_is_a_draw_of_the_shaped_program():
     from symscale.nsde import finite_width_network, shaped
 
     act = shaped("tanh", 0.8, 32)
-    paths = finite_width_network(X, act, depth=3, n_networks=2, seed=9)
+    paths = finite_width_network(X, 3, act, n_networks=2, seed=9)
     rng = np.random.default_rng(9)
     for k in range(2):
         net = sample_network(mlp(3, "tanh", readout=True, weight_var=1.0), 32, rng,
                              input_dim=3, parameterization="shaped", shaping=0.8)
         want = net.gram(X, "h_2")
         np.testing.assert_allclose(paths.values[k], want, rtol=1e-12)
+

@@ -8,7 +8,7 @@ import symscale as ss
 from symscale import NoClosedFormError
 from symscale.netsor import (Program, attention_block, empirical_ntk, infinite_ntk, layernorm_mlp,
                              mlp, resnet, rnn, symbolic_kernel)
-from symscale.netsor.symbolic import x11, x12, x22
+from symscale.kernels import q11 as x11, q12 as x12, q22 as x22  # input Gram entries
 from properties.strategies import assert_psd
 from symscale.testing import fit_loglog_slope
 
@@ -65,11 +65,11 @@ def test_empirical_ntk_matches_finite_differences():
     NTK diagonal: Theta(a, a) = |grad f(a)|^2 = sum over parameters of (df/dtheta)^2."""
     from symscale.netsor import finite, ntk
     from symscale.netsor.network import layer_dims
-    from symscale.netsor.program import _kinds, _parents, topological_order
+    from symscale.netsor.program import _parents, topological_order
 
     p = mlp(2, "tanh", 1.3, 0.2)
     G = p.graph
-    order, par, kind = topological_order(G), {n: _parents(G, n) for n in G}, _kinds(G)
+    order, par = topological_order(G), {n: _parents(G, n) for n in G}
     data = {"x": X[:2]}
     net = finite.simulate_network(G, order, par, data, 6, np.random.default_rng(0))
     delta = ntk._backward(G, order, par, net, layer_dims(G, order, par, 6)[0], 2)
@@ -194,11 +194,11 @@ def test_backward_pass_matches_finite_differences(name):
     direction of every weight matrix."""
     from symscale.netsor import finite, ntk
     from symscale.netsor.network import layer_dims
-    from symscale.netsor.program import _kinds, _parents, topological_order
+    from symscale.netsor.program import _parents, topological_order
 
     p, data = GENERAL[name]
     G, n = p.graph, 7
-    order, par, kind = topological_order(G), {v: _parents(G, v) for v in G}, _kinds(G)
+    order, par = topological_order(G), {v: _parents(G, v) for v in G}
     data = {"x": data[:3]}
     net = finite.simulate_network(G, order, par, data, n, np.random.default_rng(0))
     delta = ntk._backward(G, order, par, net, layer_dims(G, order, par, n)[0], 3)
@@ -243,15 +243,15 @@ def _forward(G, order, par, data, net, n, weights):
 
 def test_symbolic_kernel_of_a_two_layer_relu_mlp_is_the_nested_arccos_formula():
     K = symbolic_kernel(mlp(2, "relu", weight_var=2.0))
-    assert K.names == ("x11", "x12", "x22")
+    assert K.names == ("q11", "q12", "q22")
     # one layer: Sigma_1 = 2 V_relu(x) (nested once more for the second layer)
     V = ss.dual_kernel("relu").expr
     q11, q12, q22 = (sp.Symbol(n, **a) for n, a in (("q11", {"positive": True}),
                                                      ("q12", {"real": True}),
                                                      ("q22", {"positive": True})))
-    s1 = 2 * V.subs({q11: 2 * x11, q12: 2 * x12, q22: 2 * x22})
+    s1 = 2 * V.xreplace({q11: 2 * x11, q12: 2 * x12, q22: 2 * x22})
     d1, d2 = x11, x22  # relu keeps the diagonal: 2 * (2 x / 2) = 2 x
-    want = 2 * V.subs({q11: 2 * d1, q12: s1, q22: 2 * d2}, simultaneous=True)
+    want = 2 * V.xreplace({q11: 2 * d1, q12: s1, q22: 2 * d2})
     for point in [(1.0, 0.3, 2.0), (0.5, -0.4, 0.9)]:
         sub = dict(zip((x11, x12, x22), point))
         assert abs(float(K.expr.subs(sub)) - float(want.subs(sub))) < 1e-13

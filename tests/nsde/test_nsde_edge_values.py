@@ -19,7 +19,7 @@ from symscale.nsde import (correlation_sde,
                            log_meijer_g0m, nu, partition_function, posterior_scale,
                            predictive_density, predictive_first_order, shaped,
                            shaped_relu, simulate_correlation_sde, simulate_sde, taylor_at_zero)
-from symscale.nsde.sde import bivariate_moment
+from symscale.expectations import polynomial_moment as bivariate_moment
 from symscale.nsde import PathMean, Paths, PathStatisticWarning
 
 V0 = np.array([[1.0, 0.5], [0.5, 1.0]])
@@ -44,7 +44,7 @@ def _paths(values, exploded):
 
 def test_mean_with_no_valid_path_warns_and_says_so():
     """Audit: Paths.mean returned (nan, nan) silently when every path exploded."""
-    p = finite_width_chain(100 * np.eye(2), "exp", n=4, depth=50, n_chains=3, seed=0)
+    p = finite_width_chain(100 * np.eye(2), 50, "exp", width=4, n_chains=3, seed=0)
     assert p.n_valid == 0 and p.n_exploded == 3
     with pytest.warns(PathStatisticWarning, match="0 of 3 paths are valid"):
         res = p.mean(lambda V: V[:, 0, 0])
@@ -77,7 +77,7 @@ def test_mean_counts_paths_and_leaves_out_non_finite_statistics():
 
 def test_correlation_leaves_out_dead_paths_and_clips():
     """A ReLU chain of width 1 dies (V = 0) with probability 1/2 per layer: no correlation."""
-    p = finite_width_chain(np.eye(2), "relu", n=1, depth=20, n_chains=10, weight_var=2.0, seed=0)
+    p = finite_width_chain(np.eye(2), 20, "relu", width=1, n_chains=10, weight_var=2.0, seed=0)
     with pytest.warns(PathStatisticWarning, match="V_aa V_bb = 0"):
         r = p.correlation()
     assert np.all(np.isfinite(r))
@@ -106,7 +106,7 @@ def test_why_abs_has_no_drift_one_layer_moves_the_correlation_by_order_one():
     E|g1||g2| = (2/pi)(sqrt(1 - rho^2) + rho arcsin rho) (closed form), an O(1) change, so
     n (E V_12' - V_12) grows like n: no finite drift. A shaped ReLU moves it by O(1/n)."""
     n, k = 2000, 400
-    p = finite_width_chain(V0, "abs", n=n, depth=1, n_chains=k, seed=3)
+    p = finite_width_chain(V0, 1, "abs", width=n, n_chains=k, seed=3)
     v12 = p.values[:, 0, 1]
     want = 2 / math.pi * (math.sqrt(1 - 0.25) + 0.5 * math.asin(0.5))
     assert abs(v12.mean() - want) <= 5 * v12.std(ddof=1) / math.sqrt(k)
@@ -121,9 +121,9 @@ def test_why_abs_has_no_drift_one_layer_moves_the_correlation_by_order_one():
 
 
 def _chain(**kw):
-    args = dict(n=4, depth=1, n_chains=2)
+    args = dict(width=4, depth=1, n_chains=2)
     args.update(kw)
-    return lambda: finite_width_chain(V0, "relu", **args)
+    return lambda: finite_width_chain(V0, args.pop("depth"), "relu", **args)
 
 
 def _sde(**kw):
@@ -150,8 +150,8 @@ BAD = [
     (_chain(weight_var=0.0), ValueError, "weight_var"),
     (_chain(weight_var=True), TypeError, "weight_var"),
     (_chain(weight_var=np.nan), ValueError, "weight_var"),
-    (_chain(n=50.7), TypeError, "n must be an integer, got float 50.7"),
-    (_chain(n=True), TypeError, "n must be an integer"),
+    (_chain(width=50.7), TypeError, "width must be an integer, got float 50.7"),
+    (_chain(width=True), TypeError, "width must be an integer"),
     (_chain(depth=-1), ValueError, "depth"),
     (_chain(depth=2.0), TypeError, "depth"),
     (_chain(n_chains=0), ValueError, "n_chains"),
@@ -159,12 +159,12 @@ BAD = [
     (_chain(seed=1.5), TypeError, "seed"),
     (_chain(save_every=-1), ValueError, "save_every"),
     (_chain(progress=1), TypeError, "progress"),
-    (lambda: finite_width_chain(V0, RELU, weight_var=3.0), ValueError, "weight_var"),
-    (lambda: finite_width_chain(V0 + 1j, "relu", n=4), TypeError, "V0"),
-    (lambda: finite_width_chain("abc", "relu", n=4), TypeError, "V0"),
-    (lambda: finite_width_network(X3, "relu", n=4, n_networks=0), ValueError, "n_networks"),
-    (lambda: finite_width_network(X3, "relu", n=4, depth=0), ValueError, "depth"),
-    (lambda: finite_width_network(X3[0], "relu", n=4), ValueError, "X must be"),
+    (lambda: finite_width_chain(V0, 1, RELU, weight_var=3.0), ValueError, "weight_var"),
+    (lambda: finite_width_chain(V0 + 1j, 1, "relu", width=4), TypeError, "V0"),
+    (lambda: finite_width_chain("abc", 1, "relu", width=4), TypeError, "V0"),
+    (lambda: finite_width_network(X3, 1, "relu", width=4, n_networks=0), ValueError, "n_networks"),
+    (lambda: finite_width_network(X3, 0, "relu", width=4), ValueError, "depth"),
+    (lambda: finite_width_network(X3[0], 1, "relu", width=4), ValueError, "X must be"),
     (_rho(t=-1), ValueError, "t must be >= 0, got -1"),
     (_rho(t=np.inf), ValueError, "t must be finite, got inf"),
     (_rho(rho0=True), TypeError, "rho0"),
@@ -263,7 +263,7 @@ def test_bad_inputs_name_the_argument(call, exc, match):
 
 
 def test_numpy_integers_are_ints():
-    p = finite_width_chain(V0, "relu", n=np.int64(4), depth=np.int32(2), n_chains=np.int64(3),
+    p = finite_width_chain(V0, np.int32(2), "relu", width=np.int64(4), n_chains=np.int64(3),
                            seed=np.int64(1))
     assert p.values.shape == (3, 2, 2)
     ev = deep_linear_evidence(X_REF, Y_REF, [np.int64(4), np.int64(7)])
@@ -338,7 +338,7 @@ def test_zero_variance_inputs_stay_finite():
     Vz = np.array([[0.0, 0.0], [0.0, 1.0]])
     for p in (simulate_sde(Vz, RELU, t=0.1, dt=0.01, n_paths=4, seed=0),
               simulate_sde(Vz, shaped("tanh", 1.0, 16), t=0.1, dt=0.01, n_paths=4, seed=0),
-              finite_width_chain(Vz, RELU, depth=4, n_chains=4)):
+              finite_width_chain(Vz, 4, RELU, n_chains=4)):
         assert p.n_valid == 4 and np.all(np.isfinite(p.values))
         assert np.all(p.values[:, 0, :] == 0)  # a zero input stays zero
         with pytest.warns(PathStatisticWarning, match="4 of 4"):

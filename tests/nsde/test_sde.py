@@ -10,7 +10,8 @@ import symscale as ss
 from symscale import DomainError
 from symscale.nsde import (correlation_sde, diffusion, drift, explosion_criterion, nu, shaped,
                            shaped_relu)
-from symscale.nsde.sde import Vaa, Vab, Vbb, a_sym, c_minus, c_plus, rho
+from symscale.kernels import q11 as Vaa, q12 as Vab, q22 as Vbb  # the entries of V
+from symscale.nsde.sde import a_sym, c_minus, c_plus, rho
 
 
 def test_tanh_drift_is_derived():
@@ -88,8 +89,8 @@ def test_a_wrong_drift_is_refuted():
 
 def test_diffusion_formula_and_check():
     D = diffusion()
-    v11, v12 = sp.symbols("V_11 V_12", real=True)
-    assert sp.simplify(D.expr - 2 * v11 * v12) == 0
+    assert D.names == ("q11", "q12", "q22")
+    assert sp.simplify(D.expr - 2 * Vaa * Vab) == 0
     assert D.check(n_points=3, n_samples=100_000, seed=5).passed
 
 
@@ -140,3 +141,38 @@ def test_explosion_rate_check():
     crit = explosion_criterion("tanh")
     assert crit.mu.check(n_points=2, n_samples=200_000, seed=3).passed
     assert sp.simplify(crit.mu.expr + 2 / a_sym**2) == 0
+
+
+def test_one_covariance_symbol_set_with_deprecated_names():
+    """Every 2 x 2 covariance is q11, q12, q22 (the dual kernels' symbols); the NSDE's V_aa ...
+    and V_11 ... names and the Netsor x11 ... still work for one release, with a warning."""
+    import warnings
+
+    import numpy as np
+
+    import symscale as ss
+    from symscale.netsor import mlp, symbolic_kernel
+
+    b = drift("tanh", a=1.0)
+    assert b.names == ("q11", "q12", "q22") == ss.dual_kernel("relu").names
+    assert set(b.symbols) == {Vaa, Vab, Vbb}
+    K = symbolic_kernel(mlp(1, "relu", weight_var=2.0))
+    for f, old in ((b, ("V_aa", "V_ab", "V_bb")), (diffusion(), ("V_11", "V_12", "V_22")),
+                   (K, ("x11", "x12", "x22"))):
+        want = f(q11=1.5, q12=0.3, q22=0.8)
+        with pytest.warns(DeprecationWarning, match="deprecated"):
+            assert f(**dict(zip(old, (1.5, 0.3, 0.8)))) == want
+        with pytest.warns(DeprecationWarning):
+            assert f.subs(**{old[0]: 1.5}).names == ("q12", "q22")
+        with pytest.raises(TypeError, match="twice"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            f(**{old[0]: 1.0, "q11": 1.0, "q12": 0.1, "q22": 1.0})
+    with pytest.warns(DeprecationWarning, match="symscale.kernels.q11"):
+        from symscale.nsde.sde import Vaa as old_symbol
+    assert old_symbol == Vaa
+    with pytest.warns(DeprecationWarning, match="symscale.kernels.q12"):
+        from symscale.netsor.symbolic import x12
+    assert x12 == Vab
+    with pytest.warns(DeprecationWarning):
+        report = b.check([{"V_aa": 1.0, "V_ab": 0.2, "V_bb": 1.5}], n_samples=20_000, seed=0)
+    assert np.isfinite(report.max_abs_z)

@@ -16,7 +16,7 @@ V0 = np.array([[1.0, 0.5], [0.5, 1.0]])
 def test_relu_regression_case_chain_vs_sde():
     """Theory note 02, section 6: c+ = 0, c- = -1, t = 1, n = 256, 4000 paths."""
     relu = shaped_relu(0.0, -1.0, n=256)
-    chain = finite_width_chain(V0, relu, depth=256, n_chains=4000, seed=0)
+    chain = finite_width_chain(V0, 256, relu, n_chains=4000, seed=0)
     sde = simulate_sde(V0, relu, t=1.0, dt=1e-3, n_paths=4000, seed=1)
     scalar = simulate_correlation_sde(0.5, relu, t=1.0, dt=1e-3, n_paths=20_000, seed=2)
     q = [0.1, 0.5, 0.9]
@@ -46,8 +46,8 @@ def test_psd_scheme_stays_psd_and_agrees_with_euler():
 def test_chain_and_direct_network_agree():
     X = np.array([[1.0, 0.2, -0.3], [0.1, 0.9, 0.4], [-0.5, 0.3, 1.1]])
     for act in (shaped_relu(0.5, -1.0, n=32), shaped("tanh", a=0.8, n=32)):
-        chain = finite_width_chain(X @ X.T / 3, act, depth=8, n_chains=3000, seed=5)
-        net = finite_width_network(X, act, depth=8, n_networks=3000, seed=6)
+        chain = finite_width_chain(X @ X.T / 3, 8, act, n_chains=3000, seed=5)
+        net = finite_width_network(X, 8, act, n_networks=3000, seed=6)
         for i, j in [(0, 0), (0, 1), (1, 2), (2, 2)]:
             for f in (lambda V: V[:, i, j], lambda V: (V[:, i, j] - V0[0, 0]) ** 2):
                 (m1, s1), (m2, s2) = chain.mean(f), net.mean(f)
@@ -85,17 +85,17 @@ def test_saving_and_paths_api():
     p = simulate_sde(V0, shaped_relu(0, -1, 16), t=0.1, dt=0.01, n_paths=50, seed=8,
                      save_every=5)
     assert p.trajectory.shape == (2, 50, 2, 2) and np.allclose(p.times, [0.05, 0.1])
-    c = finite_width_chain(V0, shaped_relu(0, -1, 16), depth=4, n_chains=10, save_every=2)
+    c = finite_width_chain(V0, 4, shaped_relu(0, -1, 16), n_chains=10, save_every=2)
     assert c.trajectory.shape == (2, 10, 2, 2) and c.t == 4 / 16
 
 
 @pytest.mark.parametrize("call, exc, match", [
-    (lambda: finite_width_chain([[1, 2], [2, 1]], "relu", n=4, depth=1, n_chains=2),
+    (lambda: finite_width_chain([[1, 2], [2, 1]], 1, "relu", width=4, n_chains=2),
      ValueError, "V0 must be positive semi-definite"),
-    (lambda: finite_width_chain([[1, np.nan], [np.nan, 1]], "relu", n=4), ValueError,
+    (lambda: finite_width_chain([[1, np.nan], [np.nan, 1]], 1, "relu", width=4), ValueError,
      "V0 must be finite"),
-    (lambda: finite_width_chain(V0, "relu"), ValueError, "n is required"),
-    (lambda: finite_width_chain(V0, shaped_relu(0, 0, 8), n=16), ValueError, "differs"),
+    (lambda: finite_width_chain(V0, 1, "relu"), ValueError, "width is required"),
+    (lambda: finite_width_chain(V0, 1, shaped_relu(0, 0, 8), width=16), ValueError, "differs"),
     (lambda: simulate_sde(V0, shaped_relu(0, -1, 8), t=1, dt=0, n_paths=2), ValueError,
      "dt must be"),
     (lambda: simulate_sde(V0, shaped_relu(0, -1, 8), t=-1, dt=0.1, n_paths=2), ValueError,
@@ -106,7 +106,7 @@ def test_saving_and_paths_api():
      "symbolic parameters"),
     (lambda: simulate_correlation_sde(1.5, "relu", t=1, dt=0.1, n_paths=2), ValueError,
      "rho0 must be <= 1, got 1.5"),
-    (lambda: finite_width_network(np.full((2, 2), np.nan), "relu", n=4), ValueError,
+    (lambda: finite_width_network(np.full((2, 2), np.nan), 1, "relu", width=4), ValueError,
      "X must be finite"),
 ])
 def test_bad_inputs(call, exc, match):

@@ -39,7 +39,7 @@ C5 = (lambda A: (A @ A.T)[None])(RNG.standard_normal((5, 5)))  # 5 > MAX_QUADRAT
 
 
 def _mlp():
-    return cumulants.random_mlp(4, 1, "relu", seed=0)
+    return cumulants.random_mlp(1, "relu", width=4, seed=0)
 
 
 def _teacher(seed=0):
@@ -92,10 +92,12 @@ RECIPES = {
     "onehot_sequences": (datasets.onehot_sequences, dict(seed=0),
                          {"n_train": 4, "n_test": 3, "vocab": 3, "length": 2}),
     "digits_binary": (datasets.digits_binary, dict(seed=0), {"n_train": 10, "n_test": 5}),
-    "finite_width_chain": (lambda **k: nsde.finite_width_chain(K3[:2, :2], "tanh", **k),
-                           dict(seed=0), {"n": 8, "depth": 2, "n_chains": 3}),
-    "finite_width_network": (lambda **k: nsde.finite_width_network(X4[:2], "tanh", **k),
-                             dict(seed=0), {"n": 8, "depth": 2, "n_networks": 3}),
+    "finite_width_chain": (lambda **k: nsde.finite_width_chain(K3[:2, :2], k.pop("depth"),
+                                                               "tanh", **k),
+                           dict(seed=0), {"width": 8, "depth": 2, "n_chains": 3}),
+    "finite_width_network": (lambda **k: nsde.finite_width_network(X4[:2], k.pop("depth"),
+                                                                   "tanh", **k),
+                             dict(seed=0), {"width": 8, "depth": 2, "n_networks": 3}),
     "simulate_sde": (lambda **k: nsde.simulate_sde(K3[:2, :2], nsde.shaped("tanh", 1.0, 8),
                                                    0.1, 0.05, **k), dict(seed=0),
                      {"n_paths": 3}),

@@ -14,7 +14,7 @@ from symscale.cumulants import (monte_carlo, mse_over_var, propagate, random_mlp
                                 tail_probability, wick_table)
 
 from .strategies import (SEEDS, assert_bad_input, assert_finite, bad_int, bad_nonnegative,
-                         bad_real, bulk_max, mc_check)
+                         bad_positive, bad_real, bulk_max, mc_check, without_none)
 
 ACTS = ["relu", "tanh", "erf", "abs", "gelu", "sin", "leaky_relu", "identity", "step",
         "softplus"]
@@ -25,8 +25,8 @@ ESTIMATORS = [(1, "basic", False), (2, "basic", False), (2, "gaussian", False),
 
 @st.composite
 def mlps(draw, depth=st.integers(0, 3), width=st.integers(1, 6)):
-    return random_mlp(draw(width), draw(depth), draw(st.sampled_from(ACTS)),
-                      init=draw(st.sampled_from(["he", "standard"])),
+    return random_mlp(draw(depth), draw(st.sampled_from(ACTS)), width=draw(width),
+                      weight_var=draw(st.sampled_from([None, 1.0, 2.5])),
                       bias_var=draw(st.sampled_from([0.0, 0.1, 1.0])), seed=draw(SEEDS),
                       input_dim=draw(st.integers(1, 4)), output_dim=draw(st.integers(1, 3)))
 
@@ -150,16 +150,17 @@ def test_tail_probability_of_a_gaussian_layer_is_exact(mlp, theta, K):
 # ---------------------------------------------------------------------------------------------
 # bad input
 
-MLP = random_mlp(4, 2, "relu", seed=0)
+MLP = random_mlp(2, "relu", width=4, seed=0)
 
 
-@given(name=st.sampled_from(["width", "depth", "input_dim", "output_dim", "bias_var", "init"]),
-       data=st.data())
+@given(name=st.sampled_from(["width", "depth", "input_dim", "output_dim", "bias_var",
+                             "weight_var", "init"]), data=st.data())
 def test_random_mlp_rejects_bad_arguments(name, data):
     bad = data.draw({"width": bad_int(1), "depth": bad_int(0),
                      "input_dim": bad_int(1, none_ok=True),
                      "output_dim": bad_int(1, none_ok=True), "bias_var": bad_nonnegative,
-                     "init": st.sampled_from(["glorot", None, 1])}[name])
+                     "weight_var": without_none(bad_positive),
+                     "init": st.sampled_from(["glorot", 1])}[name])
     kw = {"width": 4, "depth": 1, name: bad}
     assert_bad_input(name, lambda: random_mlp(**kw))
 

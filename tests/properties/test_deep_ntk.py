@@ -109,7 +109,8 @@ def test_one_layer_empirical_ntk_agrees_with_the_infinite_ntk_by_monte_carlo(X, 
     infinite-width NTK at any width."""
     d = X.shape[1]
     rng = np.random.default_rng(seed)
-    samples = np.array([model_ntk(NTKMLP.init(d, 8, 1, act, ws, seed=int(s)), X)
+    samples = np.array([model_ntk(NTKMLP.init(1, act, d_in=d, width=8, weight_var=ws ** 2,
+                                                    seed=int(s)), X)
                         for s in rng.integers(0, 2**31, size=300)])
     for K in samples[:3]:
         assert_symmetric(K, 1e-12, "empirical NTK")
@@ -209,10 +210,10 @@ def test_train_gd_rejects_bad_arguments(name, data):
     bad = data.draw({"lr": bad_positive, "steps": bad_int(0),
                      "record_every": bad_int(1)}[name])
     kw = {"lr": 0.1, "steps": 2, name: bad}
-    model = NTKMLP.init(2, 4, 1)
+    model = NTKMLP.init(1, d_in=2, width=4)
     assert_bad_input(name, lambda: train_gd(model, X_SPHERE, np.ones(3), **kw))
 
 
 @given(bad=bad_matrix((3, 2)))
 def test_empirical_ntk_rejects_bad_inputs(bad):
-    assert_bad_input("X", lambda: model_ntk(NTKMLP.init(2, 4, 1), bad))
+    assert_bad_input("X", lambda: model_ntk(NTKMLP.init(1, d_in=2, width=4), bad))

@@ -94,8 +94,7 @@ def test_sde_paths_stay_symmetric_psd_with_identical_duplicate_rows(V0X, act, sc
 def test_chain_keeps_symmetric_psd_grams_with_identical_duplicate_rows(X, act, n, depth, w,
                                                                       seed):
     V0 = _gram(X)
-    paths = finite_width_chain(V0, act, n=n, depth=depth, n_chains=10, seed=seed,
-                               weight_var=w)
+    paths = finite_width_chain(V0, depth, act, width=n, n_chains=10, seed=seed, weight_var=w)
     if depth == 0:
         assert np.array_equal(paths.values, np.broadcast_to(V0, paths.values.shape))
     for V in paths.values[paths.valid]:
@@ -111,7 +110,7 @@ def test_chain_keeps_symmetric_psd_grams_with_identical_duplicate_rows(X, act, n
 def test_one_chain_layer_agrees_with_the_dual_kernel_by_monte_carlo(X, act, w, seed):
     """E[V^1] = w V_phi(V^0) exactly at any width."""
     V0 = _gram(X)
-    paths = finite_width_chain(V0, act, n=4, depth=1, n_chains=4000, seed=seed, weight_var=w)
+    paths = finite_width_chain(V0, 1, act, width=4, n_chains=4000, seed=seed, weight_var=w)
     d = np.diag(V0)
     expected = w * ss.dual_kernel_numeric(act, d[:, None], V0, d[None, :])
     mc_check(expected, paths.values, what=f"chain layer of {act}")
@@ -125,10 +124,9 @@ def test_chain_and_network_agree_in_law(X, act, depth, seed):
     """finite_width_chain(X X^T / d) and finite_width_network(X) sample the same law: the
     difference of their means is within 5 combined standard errors."""
     n, m = 8, 600
-    chain = finite_width_chain(input_kernel(X, 1.0), act, n=n, depth=depth, n_chains=m,
-                               seed=seed, weight_var=2.0)
-    net = finite_width_network(X, act, n=n, depth=depth, n_networks=m, seed=seed + 1,
+    chain = finite_width_chain(input_kernel(X, 1.0), depth, act, width=n, n_chains=m, seed=seed,
                                weight_var=2.0)
+    net = finite_width_network(X, depth, act, width=n, n_networks=m, seed=seed + 1, weight_var=2.0)
     a, b = chain.values[chain.valid], net.values[net.valid]
     diff = a.mean(0) - b.mean(0)
     se = np.sqrt(a.var(0, ddof=1) / len(a) + b.var(0, ddof=1) / len(b))
@@ -190,7 +188,7 @@ def bad_covariances(draw):
 @given(bad=bad_covariances(), fn=st.sampled_from(["sde", "chain"]))
 def test_simulators_reject_bad_V0(bad, fn):
     call = {"sde": lambda: simulate_sde(bad, ACT, t=0.1, dt=0.01, n_paths=2),
-            "chain": lambda: finite_width_chain(bad, ACT, depth=1, n_chains=2)}[fn]
+            "chain": lambda: finite_width_chain(bad, 1, ACT, n_chains=2)}[fn]
     assert_bad_input("V0", call)
 
 
@@ -203,21 +201,23 @@ def test_simulate_sde_rejects_bad_arguments(name, data):
     assert_bad_input(name, lambda: simulate_sde(V_GOOD, ACT, **kw))
 
 
-@given(name=st.sampled_from(["n", "depth", "n_chains", "weight_var"]), data=st.data())
+@given(name=st.sampled_from(["width", "depth", "n_chains", "weight_var"]), data=st.data())
 def test_finite_width_chain_rejects_bad_arguments(name, data):
-    bad = data.draw({"n": bad_int(1), "depth": bad_int(0), "n_chains": bad_int(1),
+    bad = data.draw({"width": bad_int(1), "depth": bad_int(0), "n_chains": bad_int(1),
                      "weight_var": without_none(bad_positive)}[name])
-    kw = {"n": 8, "depth": 1, "n_chains": 2, "weight_var": 1.0, name: bad}
-    assert_bad_input(name, lambda: finite_width_chain(V_GOOD, "relu", **kw))
+    kw = {"width": 8, "depth": 1, "n_chains": 2, "weight_var": 1.0, name: bad}
+    assert_bad_input(name, lambda: finite_width_chain(V_GOOD, kw.pop("depth"), "relu", **kw))
 
 
-@given(name=st.sampled_from(["X", "n", "depth", "n_networks", "weight_var"]), data=st.data())
+@given(name=st.sampled_from(["X", "width", "depth", "n_networks", "weight_var"]),
+       data=st.data())
 def test_finite_width_network_rejects_bad_arguments(name, data):
-    bad = data.draw({"X": bad_matrix((2, 3)), "n": bad_int(1), "depth": bad_int(1),
+    bad = data.draw({"X": bad_matrix((2, 3)), "width": bad_int(1), "depth": bad_int(1),
                      "n_networks": bad_int(1), "weight_var": without_none(bad_positive)}[name])
-    kw = {"X": np.eye(2, 3), "n": 8, "depth": 1, "n_networks": 2, "weight_var": 1.0,
+    kw = {"X": np.eye(2, 3), "width": 8, "depth": 1, "n_networks": 2, "weight_var": 1.0,
           name: bad}
-    assert_bad_input(name, lambda: finite_width_network(kw.pop("X"), "relu", **kw))
+    assert_bad_input(name, lambda: finite_width_network(kw.pop("X"), kw.pop("depth"), "relu",
+                                                        **kw))
 
 
 @given(name=st.sampled_from(["rho0", "t", "dt", "n_paths"]), data=st.data())

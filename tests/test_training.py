@@ -5,8 +5,8 @@ import contextlib
 import numpy as np
 import pytest
 
-from symscale.deep_ntk import training
-from symscale.deep_ntk.training import (NTKMLP, TrainingRun, model_ntk, feature_movement,
+from symscale import training
+from symscale.training import (NTKMLP, TrainingRun, model_ntk, feature_movement,
                                         linearized_movement, train_gd)
 from symscale.kernels import mlp_kernels
 from symscale.testing import fit_loglog_slope, mc_zscore
@@ -55,7 +55,7 @@ def _central_difference(fun, model, eps=1e-6):
 @pytest.fixture
 def tiny():
     rng = np.random.default_rng(11)
-    model = NTKMLP.init(3, 5, 3, seed=4)
+    model = NTKMLP.init(3, d_in=3, width=5, seed=4)
     return model, rng.standard_normal((4, 3)), rng.standard_normal(4)
 
 
@@ -114,7 +114,7 @@ def test_wide_empirical_ntk_matches_the_infinite_width_ntk():
     X = _sphere(np.random.default_rng(5), 4, 5, 1.0)
     limit = mlp_kernels(X, depth=2, activation="relu", weight_var=2, bias_var=0)[1] / 2
     with _one_blas_thread():
-        samples = np.array([model_ntk(NTKMLP.init(5, 2048, 2, seed=s), X) for s in range(6)])
+        samples = np.array([model_ntk(NTKMLP.init(2, d_in=5, width=2048, seed=s), X) for s in range(6)])
     mean = samples.mean(axis=0)
     assert np.max(np.abs(mean - limit)) < 0.06 * limit[0, 0]  # seed-to-seed spread ~5%/sqrt(6)
     stderr = samples.std(axis=0, ddof=1) / np.sqrt(len(samples))
@@ -126,7 +126,7 @@ def test_loss_decreases_and_records_are_consistent():
     X = np.sqrt(2) * np.eye(4)  # ||x||^2 = d/2: unit-variance pre-activations
     Y = np.array([1.0, -1.0, 0.5, 0.0])
     X_eval = np.vstack([X, np.full((1, 4), 0.7)])
-    model = NTKMLP.init(4, 64, 2, seed=1)
+    model = NTKMLP.init(2, d_in=4, width=64, seed=1)
     run = train_gd(model, X, Y, lr=0.4, steps=12, record_every=5, X_eval=X_eval)
     assert isinstance(run, TrainingRun)
     assert run.times.tolist() == [0, 5, 10, 12] and np.allclose(run.t, 0.4 * run.times)
@@ -139,7 +139,7 @@ def test_loss_decreases_and_records_are_consistent():
     assert np.allclose(mv.aggregate, np.linalg.norm(dh, axis=2).mean(axis=1))
     assert np.allclose(mv.max_neuron, np.abs(dh).max(axis=2).mean(axis=1))
     assert np.allclose(mv.inner, run.features @ run.features.transpose(0, 2, 1))
-    assert np.array_equal(model.params[0], NTKMLP.init(4, 64, 2, seed=1).params[0])  # untouched
+    assert np.array_equal(model.params[0], NTKMLP.init(2, d_in=4, width=64, seed=1).params[0])  # untouched
 
 
 def test_large_runs_keep_metrics_but_not_features(tiny, monkeypatch):
@@ -173,7 +173,7 @@ def sweep():
         for n in WIDTHS:
             out["gd"][n] = []
             for seed in SEEDS:
-                model = NTKMLP.init(d, n, 3, seed=seed)
+                model = NTKMLP.init(3, d_in=d, width=n, seed=seed)
                 run = train_gd(model, X, Y, LR, STEPS, record_every=8, X_eval=X_eval)
                 out["gd"][n].append(feature_movement(run))
                 out["loss_ratio"].append(run.losses[-1] / run.losses[0])
@@ -278,17 +278,17 @@ def test_linearized_movement_refuses_an_oversized_tangent_array(tiny, monkeypatc
 
 def test_bad_model_arguments():
     with pytest.raises(ValueError, match="^depth"):
-        NTKMLP.init(3, 8, 0)
+        NTKMLP.init(0, d_in=3, width=8)
     with pytest.raises(ValueError, match="^width"):
-        NTKMLP.init(3, 0, 2)
+        NTKMLP.init(2, d_in=3, width=0)
     with pytest.raises(ValueError, match="^params"):
-        NTKMLP.init(3, 8, 2).with_params([np.zeros((8, 3))])
+        NTKMLP.init(2, d_in=3, width=8).with_params([np.zeros((8, 3))])
     with pytest.raises(ValueError, match="^X"):
-        model_ntk(NTKMLP.init(3, 8, 2), np.zeros((2, 4)))
+        model_ntk(NTKMLP.init(2, d_in=3, width=8), np.zeros((2, 4)))
 
 
 def test_divergence_raises_floating_point_error():
-    model = NTKMLP.init(4, 16, 2, activation="identity", seed=0)  # a deep linear net blows up
+    model = NTKMLP.init(2, "identity", d_in=4, width=16, seed=0)  # a deep linear net blows up
     with pytest.raises(FloatingPointError, match=r"step \d+; lower lr"):
         train_gd(model, np.sqrt(2) * np.eye(4), np.ones(4), lr=2.0, steps=50)
     with pytest.raises(FloatingPointError, match="lower lr"):
