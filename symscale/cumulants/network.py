@@ -58,7 +58,7 @@ def _second_moment(act: Activation) -> float:
 
 
 # the order before the one convention (X, depth, activation, *, ..., width, ..., seed)
-_OLD_ORDER = ("width", "depth", "activation", "weight_var", "bias_var", "seed")
+_OLD_ORDER = ("width", "depth", "activation", "init", "bias_var", "seed")
 
 
 def _old_order(args):
@@ -69,10 +69,8 @@ def _old_order(args):
 
 
 def _weight_var(weight_var, init):
-    """The variance multiplier from ``weight_var`` or the deprecated ``init`` (also accepted
-    positionally, where ``weight_var`` now is); None means the He gain."""
-    if isinstance(weight_var, str):  # RandomMLP.random(width, depth, act, "he") of old
-        weight_var, init = None, weight_var
+    """The variance multiplier from ``weight_var`` or the deprecated ``init``; None means the
+    He gain."""
     if init is not None:
         init = check_choice(init, "init", _INITS)
         if weight_var is not None:

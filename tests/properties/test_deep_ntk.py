@@ -19,7 +19,7 @@ from symscale.deep_ntk import (NTKMLP, PrecisionWarning, model_ntk, gradient_flo
 from .strategies import (SEEDS, assert_bad_input, assert_duplicate_rows_equal, assert_finite,
                          assert_psd, assert_symmetric, bad_int, bad_matrix, bad_nonnegative,
                          bad_positive, bad_real, correlations, inputs, mc_check,
-                         sphere_inputs)
+                         sphere_inputs, without_none)
 
 TWO_SLOPE = ["relu", "abs", "leaky_relu"]
 SMOOTH = ["tanh", "erf", "gelu", "sin", "softplus", "sigmoid"]
@@ -198,9 +198,11 @@ def test_gradient_flow_rejects_bad_kernels(bad):
     assert_bad_input("K_train", lambda: gradient_flow_predictor(bad, None, np.ones(2), 1.0))
 
 
-@given(name=st.sampled_from(["d_in", "width", "depth", "weight_std"]), data=st.data())
+@given(name=st.sampled_from(["d_in", "width", "depth", "weight_var", "weight_std"]),
+       data=st.data())
 def test_ntkmlp_init_rejects_bad_arguments(name, data):
-    bad = data.draw(bad_positive if name == "weight_std" else bad_int(1))
+    # weight_var=None is the default and weight_std=None "not given": not bad values
+    bad = data.draw(without_none(bad_positive) if name.startswith("weight") else bad_int(1))
     kw = {"d_in": 2, "width": 4, "depth": 1, name: bad}
     assert_bad_input(name, lambda: NTKMLP.init(**kw))
 
