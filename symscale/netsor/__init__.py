@@ -1,6 +1,7 @@
 """Tensor Programs: Netsor programs on networkx, finite- and infinite-width execution, NTK.
 
-See :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.netsor.builders`
+See :mod:`symscale.netsor.ops` (the operations, each with its sample/apply, NNGP and NTK
+rules), :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.netsor.builders`
 (mlp, resnet, rnn, attention, LayerNorm MLP), :mod:`~symscale.netsor.finite`,
 :mod:`~symscale.netsor.network` (one sampled network), :mod:`~symscale.netsor.infinite`,
 :mod:`~symscale.netsor.symbolic` and

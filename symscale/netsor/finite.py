@@ -233,10 +233,10 @@ def _conditional_network(G, order, par, data, dims, rng, on_vector=None) -> Netw
             if op.weight not in net.embeds:
                 net.embeds[op.weight] = RevealedGaussian(
                     dims[node], math.sqrt(op.weight_var / x.shape[1]), rng)
-            net.values[node] = net.embeds[op.weight] @ x.T
+            net.values[node] = op.apply(net.embeds[op.weight], x)
         elif isinstance(op, Bias):
-            net.values[node] = np.repeat(rng.standard_normal((dims[node], 1))
-                                         * math.sqrt(op.var), P, axis=1)
+            z, scale = op.draw(rng, dims[node])
+            net.values[node] = op.apply(z * scale, P)
         elif isinstance(op, MatMul):
             A = p["A"]
             if A not in net.weights:  # fan-in: what A multiplies (its row count under A^T)
@@ -247,10 +247,8 @@ def _conditional_network(G, order, par, data, dims, rng, on_vector=None) -> Netw
             net.values[node] = net.weights[A] @ net.values[p[0]]
         else:  # Readout
             h = net.values[p[0]]
-            v = rng.standard_normal((op.dim, h.shape[0]))
-            beta = rng.standard_normal((op.dim, 1))
-            net.outputs[node] = math.sqrt(op.var / h.shape[0]) * (v @ h) + \
-                math.sqrt(op.bias_var) * beta
+            (v, sv), (beta, sb) = op.draw(rng, h.shape[0])
+            net.outputs[node] = op.apply(v, sv, beta, sb, h)
             net.readouts[node] = v
 
     return evaluate(G, order, par, dims, data, random_op, on_vector)

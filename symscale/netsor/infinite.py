@@ -38,17 +38,12 @@ from ..activations import Activation, activation
 from ..expectations.joint import MAX_QUADRATURE_DIM, MC_SAMPLES, joint_expectation
 from ..kernels.moments import gaussian_moment_numeric
 from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric
-from ..linalg import softmax
 from .data import duplicate_map, prepare_inputs
-from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, Readout,
-                      Weight, _kinds, _parents, as_graph, readout, topological_order, validate)
+from .program import (KernelScalar, Readout, Weight, _kinds, _parents, as_graph, readout,
+                      topological_order, validate)
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 
-#: A LayerNorm (eps = 0) whose argument has variance ``E[h^2] - E[h]^2`` at most this fraction
-#: of ``E[h^2]`` is refused: the variance is zero (a vector constant over its coordinates, as
-#: for a zero input) or lost to rounding in the difference.
-LN_VARIANCE_RTOL = 1e-12
 _IDENTITY = activation("identity")
 
 
@@ -114,7 +109,7 @@ def run_infinite(program, X) -> InfiniteRun:
     FloatingPointError
         A kernel or mean is NaN (a nonlinearity undefined on part of its Gaussian argument's
         range, or ``x0 / sqrt(k0)`` of a zero input), or a LayerNorm with ``eps = 0`` of a
-        vector whose variance is 0 (a zero input) or at most :data:`LN_VARIANCE_RTOL` times its
+        vector whose variance is 0 (a zero input) or at most :data:`symscale.netsor.ops.LN_VARIANCE_RTOL` times its
         second moment (lost to rounding; also inputs so small that the variance underflows).
         The message names the node and the input, as the finite-width run does.
     OverflowError
@@ -190,61 +185,21 @@ class _Engine:
             x, y, self._cov_raw(x, y), "the covariance"))
 
     def _cov_raw(self, a, b):
-        oa, ob = self.op(a), self.op(b)
-        # linear structure first (LinComb, LayerNorm/attention of a G)
+        # linear structure first (LinComb, LayerNorm/attention of a G), then the source ops'
+        # rule for two nodes of their kind (0 for sources of different kinds)
         for x, y, flip in ((a, b, False), (b, a, True)):
-            ox = self.op(x)
-            if isinstance(ox, LinComb):
-                parts = [c * self.cov(self.par[x][i], y) for i, c in enumerate(ox.coefficients)]
-                out = np.sum(parts, axis=0)
+            out = self.op(x).propagate_covariance(self, x, y)
+            if out is not None:
                 return out.T if flip else out
-            if isinstance(ox, (LayerNorm, Attention)):
-                M, _ = self.mix(x)
-                src = self.par[x][0 if isinstance(ox, LayerNorm) else "value"]
-                out = M @ self.cov(src, y)
-                return out.T if flip else out
-        if isinstance(oa, Embed) and isinstance(ob, Embed):
-            if oa.weight != ob.weight:
-                return np.zeros((self.P, self.P))
-            xa, xb = self.data[oa.data], self.data[ob.data]
-            return oa.weight_var * (xa @ xb.T) / xa.shape[1]
-        if isinstance(oa, Bias) and isinstance(ob, Bias):
-            return np.full((self.P, self.P), oa.var if a == b else 0.0)
-        if isinstance(oa, MatMul) and isinstance(ob, MatMul):
-            Aa, Ab = self.par[a]["A"], self.par[b]["A"]
-            if Aa != Ab or oa.transpose != ob.transpose:
-                return np.zeros((self.P, self.P))
-            return self.op(Aa).var * self.moment(self.par[a][0], self.par[b][0])
-        return np.zeros((self.P, self.P))
+        out = self.op(a).covariance(self, a, b, self.op(b))
+        return np.zeros((self.P, self.P)) if out is None else out
 
     # -- position mixing (LayerNorm and attention) --------------------------------------------
     def mix(self, n):
         """(M, offset) with o(a) = sum_b M[a, b] v(b) + offset[a] at infinite width."""
-        if n in self._mix:
-            return self._mix[n]
-        op = self.op(n)
-        if isinstance(op, LayerNorm):
-            src = self.par[n][0]
-            m = self.mean(src)
-            second = np.diag(self.moment(src, src))
-            var = second - m * m
-            if op.eps == 0 and not np.all(var > LN_VARIANCE_RTOL * second):
-                a = int(np.argmin(var > LN_VARIANCE_RTOL * second))
-                raise FloatingPointError(
-                    f"LayerNorm {n!r}: the vector is constant over its coordinates for input {a} "
-                    f"at infinite width (variance {max(float(var[a]), 0.0):.3g} against "
-                    f"E[h^2] = {float(second[a]):.3g}: a zero input, or one so small that the "
-                    "variance underflows), so LayerNorm is undefined with eps = 0; give eps > 0")
-            scale = self.checked(n, n, 1.0 / np.sqrt(np.maximum(var, 0.0) + op.eps),
-                                 "1 / sqrt(variance + eps)")
-            out = (np.diag(scale), -m * scale)
-        else:
-            logits = self.checked(n, n, op.scale * self.moment(self.par[n]["query"],
-                                                               self.par[n]["key"]),
-                                  "the attention logits scale <q, k>/n")
-            out = (softmax(logits, causal=op.causal), np.zeros(self.P))
-        self._mix[n] = out
-        return out
+        if n not in self._mix:
+            self._mix[n] = self.op(n).mixing(self, n, self.checked)
+        return self._mix[n]
 
     # -- moments of vectors -------------------------------------------------------------------
     def scalar(self, n):
@@ -256,12 +211,11 @@ class _Engine:
         if n in self._mean:
             return self._mean[n]
         op = self.op(n)
-        if self.kind[n] == "G" and not isinstance(op, (LayerNorm, Attention)):
-            out = np.zeros(self.P)
-        elif isinstance(op, (LayerNorm, Attention)):
+        if op.mixes:
             M, off = self.mix(n)
-            src = self.par[n][0 if isinstance(op, LayerNorm) else "value"]
-            out = M @ self.mean(src) + off
+            out = M @ self.mean(self.par[n][op.source_slot]) + off
+        elif self.kind[n] == "G":
+            out = np.zeros(self.P)
         else:
             out = self.checked(n, n, self._nonlin_mean(n), "the mean")
         self._mean[n] = out
@@ -274,10 +228,10 @@ class _Engine:
     def _moment_raw(self, a, b):
         for x, y, flip in ((a, b, False), (b, a, True)):
             ox = self.op(x)
-            if isinstance(ox, (LayerNorm, Attention)) and self.kind[x] == "H":
+            if ox.mixes and self.kind[x] == "H":
                 M, off = self.mix(x)
-                src = self.par[x][0 if isinstance(ox, LayerNorm) else "value"]
-                out = M @ self.moment(src, y) + np.outer(off, self.mean(y))
+                out = M @ self.moment(self.par[x][ox.source_slot], y) + np.outer(off,
+                                                                                 self.mean(y))
                 return out.T if flip else out
         if self.kind[a] == "G" and self.kind[b] == "G":
             return self.cov(a, b)

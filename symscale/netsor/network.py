@@ -40,7 +40,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -50,7 +49,6 @@ import networkx as nx
 import numpy as np
 
 from ..activations import Activation
-from ..linalg import softmax
 from ..validation import check_choice, check_int, check_random_state, check_real
 from .data import prepare_inputs
 from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, NonLin,
@@ -212,60 +210,11 @@ def nonfinite(node, what, arr, n):
 
 def apply_op(node, op, p, values, dims, fn=None):
     """Value of a deterministic node (NonLin, KernelScalar, LinComb, LayerNorm, Attention) from
-    its parents' values; ``fn`` overrides a NonLin's activation (shaped networks)."""
-    if isinstance(op, NonLin):
-        return _apply_nonlin(op, [values[p[i]] for i in range(op.arity)]
-                             + [values[p[f"k{j}"]] for j in range(op.n_params)], fn)
-    if isinstance(op, KernelScalar):
-        return np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / dims[p[0]]
-    if isinstance(op, LinComb):
-        return sum(c * values[p[i]] for i, c in enumerate(op.coefficients))
-    if isinstance(op, LayerNorm):
-        return _layernorm(node, values[p[0]], op.eps)
-    if isinstance(op, Attention):
-        q, k, v = (values[p[s]] for s in ("query", "key", "value"))
-        logits = op.scale * (q.T @ k) / dims[p["query"]]
-        nonfinite(node, "the attention logits scale <q, k>/n", logits, dims[p["query"]])
-        return v @ softmax(logits, causal=op.causal).T
-    raise TypeError(f"node {node!r}: {type(op).__name__} is not a deterministic operation")
-
-
-def _apply_nonlin(op: NonLin, args, fn=None):
-    """phi of vector arguments (n x P); kernel parameters (P,) broadcast over the n rows."""
-    if fn is not None:
-        return fn(args[0])
-    if isinstance(op.fn, Activation):
-        return op.fn(args[0])
-    with np.errstate(all="ignore"):
-        out = np.asarray(op.fn.numpy()(*args), dtype=float)
-    return np.broadcast_to(out, args[0].shape).copy()
-
-
-def _layernorm(node, h, eps):
-    """``(h - mean) / sqrt(var + eps)`` over the n coordinates (rows) of every input (column).
-
-    Computed on ``h`` divided by its largest deviation from the mean, so that neither huge nor
-    tiny vectors overflow or underflow in the squares (LayerNorm with eps = 0 is
-    scale-invariant). A vector constant over its coordinates has variance 0: with eps = 0 the
-    result is undefined and a FloatingPointError names the node (as at infinite width).
-    """
-    n = h.shape[0]
-    size = np.max(np.abs(h), axis=0)
-    hs = h / np.where(size > 0, size, 1.0)
-    centred = hs - hs.mean(axis=0, keepdims=True)
-    spread = np.max(np.abs(centred), axis=0)
-    if eps == 0 and not np.all(spread > 0):
-        a = int(np.argmin(spread > 0))
-        raise FloatingPointError(
-            f"LayerNorm {node!r}: the vector is constant over its {n} coordinates for input {a} "
-            "(a zero input, or width 1), so its variance is 0 and LayerNorm is undefined with "
-            "eps = 0; give eps > 0")
-    c = centred / np.where(spread > 0, spread, 1.0)
-    rms = np.sqrt(np.mean(c * c, axis=0))              # in [1/sqrt(n), 1] unless constant
-    if eps == 0:
-        return c / rms
-    # sqrt(var + eps) / (spread * size) = hypot(rms, sqrt(eps) / (spread * size)), no overflow
-    return c / np.hypot(rms, math.sqrt(eps) / (spread * size))
+    its parents' values: the op's own ``apply`` rule; ``fn`` overrides a NonLin's activation
+    (shaped networks)."""
+    if isinstance(op, (Embed, Bias, MatMul, Readout, Weight)):
+        raise TypeError(f"node {node!r}: {type(op).__name__} is not a deterministic operation")
+    return op.apply(node, p, values, dims, fn)
 
 
 def evaluate(G, order, par, dims, data, random_op, on_vector=None, activations=None):
@@ -306,28 +255,21 @@ def evaluate(G, order, par, dims, data, random_op, on_vector=None, activations=N
 
 def _draw(G, order, par, dims, shapes, input_dims, rng):
     """``(normals, scales)``: the standard-normal draws, in topological order, and the
-    multiplier ``sqrt(var / fan_in)`` of each."""
+    multiplier ``sqrt(var / fan_in)`` of each (the ops' ``draw`` rules)."""
     normals, scales = {}, {}
     for node in order:
         op = G.nodes[node]["op"]
         if isinstance(op, Embed) and op.weight not in normals:
-            d = input_dims[op.data]
-            normals[op.weight] = rng.standard_normal((dims[node], d))
-            scales[op.weight] = math.sqrt(op.weight_var / d)
+            normals[op.weight], scales[op.weight] = op.draw(rng, dims[node],
+                                                            input_dims[op.data])
         elif isinstance(op, Bias):
-            normals[node] = rng.standard_normal((dims[node], 1))[:, 0]
-            scales[node] = math.sqrt(op.var)
+            normals[node], scales[node] = op.draw(rng, dims[node])
         elif isinstance(op, MatMul) and par[node]["A"] not in normals:
             A = par[node]["A"]
-            rows, cols = shapes[A]
-            normals[A] = rng.standard_normal((rows, cols))
-            scales[A] = math.sqrt(G.nodes[A]["op"].var / cols)
+            normals[A], scales[A] = G.nodes[A]["op"].draw(rng, *shapes[A])
         elif isinstance(op, Readout):
-            n = dims[par[node][0]]
-            normals[node] = rng.standard_normal((op.dim, n))
-            normals[f"{node}.bias"] = rng.standard_normal((op.dim, 1))[:, 0]
-            scales[node] = math.sqrt(op.var / n)
-            scales[f"{node}.bias"] = math.sqrt(op.bias_var)
+            (normals[node], scales[node]), (normals[f"{node}.bias"], scales[f"{node}.bias"]) = \
+                op.draw(rng, dims[par[node][0]])
     for z in normals.values():
         z.flags.writeable = False
     return normals, scales
@@ -522,17 +464,17 @@ class SampledNetwork:
         def random_op(node, op, p, net, P):
             if isinstance(op, Embed):
                 net.embeds[op.weight] = eff[op.weight]
-                net.values[node] = eff[op.weight] @ data[op.data].T
+                net.values[node] = op.apply(eff[op.weight], data[op.data])
             elif isinstance(op, Bias):
-                net.values[node] = np.repeat(eff[node][:, None], P, axis=1)
+                net.values[node] = op.apply(eff[node], P)
             elif isinstance(op, MatMul):
-                W = net.weights[p["A"]] = eff[p["A"]]
-                net.values[node] = (W.T if op.transpose else W) @ net.values[p[0]]
+                net.weights[p["A"]] = eff[p["A"]]
+                net.values[node] = op.apply(eff[p["A"]], net.values[p[0]])
             else:  # Readout
-                v, beta = normals[node], normals[f"{node}.bias"]
-                net.outputs[node] = (scales[node] * (v @ net.values[p[0]])
-                                     + scales[f"{node}.bias"] * beta[:, None])
-                net.readouts[node] = v
+                bias = f"{node}.bias"
+                net.outputs[node] = op.apply(normals[node], scales[node], normals[bias],
+                                             scales[bias], net.values[p[0]])
+                net.readouts[node] = normals[node]
 
         return evaluate(self.graph, self.order, self.parents, self.dims, data, random_op,
                         on_vector, self.activations)

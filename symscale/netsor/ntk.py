@@ -35,14 +35,12 @@ import numpy as np
 import sympy as sp
 
 from ..activations import Activation
-from ..linalg import softmax
 from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .infinite import _Engine
 from .network import _sample, layer_dims, nonfinite
-from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul,
-                      MultiNonlinearity, NonLin, Readout, _parents, as_graph,
-                      topological_order, validate)
+from .program import (Attention, Bias, Embed, KernelScalar, MatMul, MultiNonlinearity, Readout,
+                      _parents, as_graph, topological_order, validate)
 
 __all__ = ["infinite_ntk", "empirical_ntk"]
 
@@ -152,26 +150,8 @@ class _Tangent:
             return self._terms[x]
         acc = {}
         for c in self.G.successors(x):
-            op, slots = self.eng.op(c), [s for s, p in self.eng.par[c].items() if p == x]
-            if isinstance(op, Readout):
-                if c == self.out:
-                    _add(acc, (None, ("v", c)), 1.0)
-            elif isinstance(op, MatMul):
-                _add(acc, (None, ("B", c)), 1.0)
-            elif isinstance(op, NonLin):
-                for s in slots:
-                    if isinstance(s, int):  # "k{j}" slots hold kernel scalars, not vectors
-                        _add(acc, ((c, s), c), 1.0)
-            elif isinstance(op, LinComb):
-                coef = sum(op.coefficients[s] for s in slots)
-                for key, M in self.terms(c).items():
-                    _add(acc, key, coef * M)
-            elif isinstance(op, (LayerNorm, Attention)) and ("value" in slots or
-                                                            isinstance(op, LayerNorm)):
-                mix = self.eng.mix(c)[0].T
-                for key, M in self.terms(c).items():
-                    _add(acc, key, mix * M if isinstance(M, float) else mix @ M)
-            # attention queries/keys and kernel scalars: O(1/n), nothing at infinite width
+            slots = [s for s, p in self.eng.par[c].items() if p == x]
+            self.eng.op(c).tangent_terms(self, c, x, slots, acc)
         self._terms[x] = acc
         return acc
 
@@ -274,19 +254,13 @@ class _Tangent:
                 S = self.back(n, n)
                 if S is not None:
                     add(op.var * (S.sum(axis=(0, 2)) if self.full else S))
-        for (kind, name), nodes in uses.items():
+        for nodes in uses.values():
             for g1 in nodes:
                 for g2 in nodes:
                     S = self.back(g1, g2)
                     if S is None:
                         continue
-                    if kind == "A":
-                        var = eng.op(name).var
-                        H = eng.moment(eng.par[g1][0], eng.par[g2][0])
-                    else:
-                        o1, o2 = eng.op(g1), eng.op(g2)
-                        x1, x2 = eng.data[o1.data], eng.data[o2.data]
-                        var, H = o1.weight_var, (x1 @ x2.T) / x1.shape[1]
+                    var, H = eng.op(g1).tangent_parameter(eng, g1, g2)
                     # sum over the inputs b, b' where the parameter meets the network
                     add(var * (np.einsum("bafg,bf->ag", S, H) if self.full else S * H))
         op = eng.op(self.out)
@@ -302,22 +276,6 @@ def _prime_name(f):
 
 def _name(x):
     return x if not isinstance(x, tuple) else f"{x[0]}[{x[1]}]"
-
-
-def _add(acc, key, M):
-    """acc[key] += M, where a float M stands for M times the identity."""
-    if key not in acc:
-        acc[key] = M
-        return
-    old = acc[key]
-    if isinstance(old, float) and isinstance(M, float):
-        acc[key] = old + M
-    elif isinstance(old, float):
-        acc[key] = M + old * np.eye(M.shape[0])
-    elif isinstance(M, float):
-        acc[key] = old + M * np.eye(old.shape[0])
-    else:
-        acc[key] = old + M
 
 
 def _sandwich(L, S, R, full=False):
@@ -401,62 +359,8 @@ def _backward(G, order, par, net, dims, P):
         return v[..., None] if full else v
 
     for node in reversed(order):
-        op = G.nodes[node]["op"]
-        p = par[node]
-        if isinstance(op, Readout):
-            v = math.sqrt(op.var / dims[p[0]]) * net.readouts[node][0]
-            delta[p[0]] += v[:, None, None] * np.eye(P) if full else v[:, None]
-        elif isinstance(op, NonLin):
-            _backward_nonlin(op, p, net, delta, delta[node], fwd)
-        elif isinstance(op, LinComb):
-            for i, c in enumerate(op.coefficients):
-                delta[p[i]] += c * delta[node]
-        elif isinstance(op, MatMul):
-            W = net.weights[p["A"]]
-            d = delta[node]
-            dim_in = W.shape[0] if op.transpose else W.shape[1]
-            delta[p[0]] += ((W if op.transpose else W.T) @ d.reshape(d.shape[0], -1)).reshape(
-                (dim_in,) + d.shape[1:])
-        elif isinstance(op, KernelScalar):  # k(a) = <h(a), h'(a)> / n
-            d = delta[node][None] / dims[p[0]]
-            delta[p[0]] += d * fwd(net.values[p[1]])
-            delta[p[1]] += d * fwd(net.values[p[0]])
-        elif isinstance(op, LayerNorm):
-            h, y, d = fwd(net.values[p[0]]), fwd(net.values[node]), delta[node]
-            centred = h - h.mean(axis=0)
-            s = np.sqrt(np.mean(centred * centred, axis=0) + op.eps)
-            delta[p[0]] += (d - d.mean(axis=0) - y * np.mean(d * y, axis=0)) / s
-        elif isinstance(op, Attention):
-            _attention_backward(op, p, net, delta, delta[node], dims[p["query"]])
+        G.nodes[node]["op"].backward(node, par[node], net, delta, dims, fwd)
     return delta
-
-
-def _backward_nonlin(op, p, net, delta, d, fwd):
-    if isinstance(op.fn, Activation):
-        delta[p[0]] += fwd(op.fn.derivative()(net.values[p[0]])) * d
-        return
-    args = [net.values[p[i]] for i in range(op.arity)]
-    args += [net.values[p[f"k{j}"]] for j in range(op.n_params)]
-    for i in range(op.arity + op.n_params):
-        with np.errstate(all="ignore"):
-            partial = np.broadcast_to(np.asarray(op.fn.derivative(i)(*args), dtype=float),
-                                      args[0].shape)
-        if i < op.arity:
-            delta[p[i]] += fwd(partial) * d
-        else:  # a kernel scalar: one value per input
-            delta[p[f"k{i - op.arity}"]] += np.sum(fwd(partial) * d, axis=0)
-
-
-def _attention_backward(op, p, net, delta, d, n):
-    """o(a) = sum_b S[a, b] v(b) with S = softmax_b(scale <q(a), k(b)> / n); d[i, a, c] is
-    d out(c) / d o[i, a]."""
-    q, k, v = (net.values[p[s]] for s in ("query", "key", "value"))
-    S = softmax(op.scale * (q.T @ k) / n, causal=op.causal)
-    delta[p["value"]] += np.einsum("iac,ab->ibc", d, S)
-    dS = np.einsum("iac,ib->abc", d, v)                              # d out(c) / d S[a, b]
-    dlogits = S[..., None] * (dS - np.einsum("ab,abc->ac", S, dS)[:, None]) * (op.scale / n)
-    delta[p["query"]] += np.einsum("abc,ib->iac", dlogits, k)
-    delta[p["key"]] += np.einsum("abc,ia->ibc", dlogits, q)
 
 
 def _tangent_gram(G, par, net, delta, data, weight, explicit=False):
@@ -469,20 +373,8 @@ def _tangent_gram(G, par, net, delta, data, weight, explicit=False):
     """
     groups: dict = {}
     for node, d in G.nodes(data=True):
-        op = d["op"]
-        p = par[node]
-        if isinstance(op, MatMul):
-            # d(A^T h)/dA is the transpose of d(A h)/dA; no program uses A both ways, so the
-            # Gram of the flattened gradients is the same either way
-            groups.setdefault(p["A"], []).append((delta[node], net.values[p[0]]))
-        elif isinstance(op, Embed):
-            groups.setdefault(op.weight, []).append((delta[node], data[op.data].T))
-        elif isinstance(op, Bias):
-            groups[node] = [(delta[node], np.ones((1, delta[node].shape[1])))]
-        elif isinstance(op, Readout):
-            ones = np.ones((1, net.values[p[0]].shape[1]))
-            groups[node] = [(ones, net.values[p[0]])]
-            groups[f"{node}.bias"] = [(ones, ones)]
+        for name, g, h in d["op"].gradient_factors(node, par[node], net, delta, data):
+            groups.setdefault(name, []).append((g, h))
     full = next(iter(delta.values())).ndim == 3  # with attention: outputs on a last axis
     if explicit:
         columns = []

@@ -38,10 +38,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
-from dataclasses import dataclass
-from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -51,8 +48,9 @@ from .._symbolic import parse_expression
 from .._deprecation import deprecated_names
 from ..activations import Activation, activation
 from ..errors import InvalidProgramError
-from ..printing import lambdify
 from ..validation import check_bool, check_int, check_real
+from .ops import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul,
+                  MultiNonlinearity, NonLin, Readout, Weight, _multi_symbols)
 
 __all__ = [
     "Program", "Embed", "Bias", "Weight", "MatMul", "NonLin", "LinComb", "LayerNorm", "Attention",
@@ -65,140 +63,7 @@ __getattr__ = deprecated_names(__name__, {"Kernel": ("KernelScalar", lambda: Ker
 
 
 # ---------------------------------------------------------------------------------------------
-# operations (node payloads)
-
-
-@dataclass(frozen=True)
-class Embed:
-    """Initial G-variable ``g = U x_data (+ bias)`` with U iid N(0, weight_var/d).
-
-    Embeds with the same ``weight`` share U (so their covariance is weight_var <x, x'>/d).
-    """
-
-    data: str = "x"
-    weight: str = "U"
-    weight_var: float = 1.0
-
-
-@dataclass(frozen=True)
-class Bias:
-    """Initial G-variable: one N(0, var) vector shared by every input (covariance var)."""
-
-    var: float = 1.0
-
-
-@dataclass(frozen=True)
-class Weight:
-    """A-variable: n x n matrix with iid N(0, var/n) entries."""
-
-    var: float = 1.0
-
-
-@dataclass(frozen=True)
-class MatMul:
-    """``g = A h`` (or ``A^T h``); parents: the A in slot ``"A"`` and the H in slot 0."""
-
-    transpose: bool = False
-
-
-@dataclass(frozen=True)
-class MultiNonlinearity:
-    """A nonlinearity given as a sympy expression in vector arguments ``x0 .. x{k-1}`` and
-    (NetsorK) scalar parameters ``k0 .. k{m-1}`` filled by :class:`KernelScalar` variables."""
-
-    expr: sp.Expr
-    arity: int
-    n_params: int = 0
-
-    @property
-    def label(self) -> str:
-        return str(self.expr)
-
-    @property
-    def symbols(self):
-        return _multi_symbols(self.arity, self.n_params)
-
-    def numpy(self):
-        """Vectorized evaluator f(x0, ..., x{k-1}, k0, ...) (cached)."""
-        return _lambdify_multi(self.expr, self.arity, self.n_params)
-
-    def derivative(self, i: int):
-        """Evaluator of the partial derivative in argument i (cached): the vector arguments
-        ``x0 .. x{k-1}`` first, then the scalar parameters ``k0 ..`` (i = arity + j)."""
-        return _lambdify_multi(sp.diff(self.expr, self.symbols[i]), self.arity, self.n_params)
-
-
-def _multi_symbols(arity, n_params):
-    return tuple(sp.Symbol(f"x{i}", real=True) for i in range(arity)) + tuple(
-        sp.Symbol(f"k{j}", real=True) for j in range(n_params))
-
-
-@functools.lru_cache(maxsize=256)
-def _lambdify_multi(expr, arity, n_params=0):
-    return lambdify(_multi_symbols(arity, n_params), expr, "numpy")
-
-
-@dataclass(frozen=True)
-class NonLin:
-    """``h = phi(g_0, ..., g_{k-1})``: an :class:`Activation` (k = 1) or a multi-argument one."""
-
-    fn: Any  # Activation | MultiNonlinearity
-
-    @property
-    def arity(self) -> int:
-        return 1 if isinstance(self.fn, Activation) else self.fn.arity
-
-    @property
-    def n_params(self) -> int:
-        return 0 if isinstance(self.fn, Activation) else self.fn.n_params
-
-    @property
-    def label(self) -> str:
-        return self.fn.label
-
-
-@dataclass(frozen=True)
-class KernelScalar:
-    """NetsorK scalar kernel variable: ``<h, h'>/n`` per input (parents in slots 0 and 1).
-
-    It becomes deterministic at infinite width (``E[Z^h(a) Z^{h'}(a)]``) and can only be used as
-    a scalar parameter ``k_j`` of a nonlinearity.
-    """
-
-
-@dataclass(frozen=True)
-class LinComb:
-    """``g = sum_i coefficients[i] g_i`` over G-variables."""
-
-    coefficients: tuple
-
-
-@dataclass(frozen=True)
-class LayerNorm:
-    """``(h - mean_n(h)) / sqrt(var_n(h) + eps)`` per input (NetsorK scalar parameters)."""
-
-    eps: float = 0.0
-
-
-@dataclass(frozen=True)
-class Attention:
-    """Softmax attention across the P inputs with logits ``scale * <q_a, k_b> / n``.
-
-    Parents in slots ``"query"``, ``"key"``, ``"value"``; ``causal`` masks b > a.
-    """
-
-    scale: float = 1.0
-    causal: bool = False
-
-
-@dataclass(frozen=True)
-class Readout:
-    """Output ``sqrt(var/n) v^T h + sqrt(bias_var) beta``, ``dim`` independent outputs."""
-
-    var: float = 1.0
-    bias_var: float = 0.0
-    dim: int = 1
-
+# operations (node payloads, with their rules: symscale.netsor.ops)
 
 _VECTOR_OPS = (Embed, Bias, MatMul, NonLin, LinComb, LayerNorm, Attention, KernelScalar)
 _SLOTS = {

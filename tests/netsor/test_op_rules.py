@@ -48,3 +48,30 @@ def test_one_program_holding_every_op_runs_through_every_engine():
     assert np.all(np.abs(mean - inf.output()) <= 5 * se)
     emp_se = emp.std(axis=0, ddof=1) / math.sqrt(n_nets)
     assert np.all(np.abs(emp.mean(axis=0) - theta) <= 5 * emp_se)
+
+
+def test_each_op_defines_the_rules_of_its_kind():
+    """Random ops draw; every vector op applies; sources give covariances, linear ops mix;
+    ops through which a derivative flows have tangent and backward rules; parameter tensors
+    give gradient factors. A rule left to the base class would silently contribute nothing."""
+    from symscale.netsor import ops
+
+    rules = {
+        ops.Embed: {"draw", "apply", "covariance", "gradient_factors", "tangent_parameter"},
+        ops.Bias: {"draw", "apply", "covariance", "gradient_factors"},
+        ops.Weight: {"draw"},
+        ops.MatMul: {"apply", "covariance", "tangent_terms", "backward", "gradient_factors",
+                     "tangent_parameter"},
+        ops.NonLin: {"apply", "tangent_terms", "backward"},
+        ops.KernelScalar: {"apply", "backward"},
+        ops.LinComb: {"apply", "propagate_covariance", "tangent_terms", "backward"},
+        ops.LayerNorm: {"apply", "propagate_covariance", "mixing", "tangent_terms", "backward"},
+        ops.Attention: {"apply", "propagate_covariance", "mixing", "tangent_terms", "backward"},
+        ops.Readout: {"draw", "apply", "tangent_terms", "backward", "gradient_factors"},
+    }
+    assert set(rules) == set(_VECTOR_OPS) | {Weight, Readout}
+    for cls, names in rules.items():
+        for name in names:
+            assert callable(getattr(cls, name, None)), (cls.__name__, name)
+            assert getattr(cls, name) is not getattr(ops.Op, name, None), (cls.__name__, name)
+    assert ops.LayerNorm.mixes and ops.Attention.mixes and not ops.LinComb.mixes
