@@ -254,7 +254,6 @@ def _match_mlp(G, e, out):
         g, b_layer = _biased(G, m, seen)
         if b_layer != b:
             return None
-    return None
 
 
 def _match_resnet(G, e, out):

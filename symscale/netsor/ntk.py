@@ -393,7 +393,7 @@ def _tangent_gram(G, par, net, delta, data, weight, explicit=False):
 
 def _with_outputs(g, P):
     """A delta with the output axis: a (1, P) left factor of ones is the identity in (b, a)."""
-    return g if g.ndim == 3 else np.ones((1, 1, 1)) * np.eye(P)[None]
+    return g if g.ndim == 3 else np.eye(P)[None]
 
 
 def _jacobian(g, h, full):
