@@ -92,6 +92,14 @@ class Formula:
         Deprecated variable names -> current names: calls, :meth:`subs`, :meth:`diff` and
         :meth:`check` points accept the old names for one release, with a
         ``DeprecationWarning``.
+    derivatives : mapping, optional
+        ``{variable name: callable returning a Formula}``: closed forms of partial
+        derivatives that :meth:`diff` returns instead of differentiating the expression.
+    domain : callable, optional
+        ``domain(values)`` raises :class:`~symscale.errors.DomainError` (naming the argument)
+        when ``{name: array}`` is outside the formula's domain (a covariance that is not PSD, a
+        negative variance); calling the Formula checks it, :meth:`numeric` (the raw evaluator)
+        does not.
     """
 
     def __init__(
@@ -106,6 +114,8 @@ class Formula:
         sampler: Sampler | None = None,
         point_sampler: PointSampler | None = None,
         aliases: Mapping[str, str] | None = None,
+        domain: Callable[[dict], None] | None = None,
+        derivatives: Mapping[str, Callable[[], "Formula"]] | None = None,
     ):
         self.variables = tuple(_as_variable(v) for v in variables)
         self.expr = as_expression(expr, "expr", symbols=self.symbols)
@@ -127,12 +137,14 @@ class Formula:
         self.point_sampler = point_sampler
         self.aliases = MappingProxyType({k: v for k, v in dict(aliases or {}).items()
                                          if v in names})
+        self.domain = domain
+        self.derivatives = MappingProxyType(dict(derivatives or {}))
         self._numeric_cache: dict[str, Callable] = {}
         self._frozen = True  # immutable from here on: cached Formulas are shared
 
     # -- immutability -----------------------------------------------------------------------------
     _FIELDS = ("expr", "variables", "name", "lhs", "description", "stable_expr", "sampler",
-               "point_sampler", "aliases")
+               "point_sampler", "aliases", "domain", "derivatives")
 
     def __setattr__(self, key, value):
         if getattr(self, "_frozen", False):
@@ -151,7 +163,8 @@ class Formula:
         ----------
         **changes
             Any of ``expr``, ``variables``, ``name``, ``lhs``, ``description``,
-            ``stable_expr``, ``sampler``, ``point_sampler``, ``aliases``.
+            ``stable_expr``, ``sampler``, ``point_sampler``, ``aliases``, ``domain``,
+            ``derivatives``.
 
         Examples
         --------
@@ -167,7 +180,8 @@ class Formula:
         fields = {"expr": self.expr, "variables": self.variables, "name": self.name,
                   "lhs": self._lhs, "description": self.description,
                   "stable_expr": self.stable_expr, "sampler": self.sampler,
-                  "point_sampler": self.point_sampler, "aliases": self.aliases}
+                  "point_sampler": self.point_sampler, "aliases": self.aliases,
+                  "domain": self.domain, "derivatives": self.derivatives}
         fields.update(changes)
         expr = fields.pop("expr")
         variables = fields.pop("variables")
@@ -237,8 +251,14 @@ class Formula:
         return fn
 
     def __call__(self, *args, **kwargs):
-        """Evaluate with numpy (positional in variable order, or by name)."""
+        """Evaluate with numpy (positional in variable order, or by name).
+
+        Checks the formula's domain first (a :class:`~symscale.errors.DomainError` naming the
+        argument); ``numeric("numpy")`` is the unchecked evaluator, for speed.
+        """
         values = self._bind(args, kwargs)
+        if self.domain is not None:
+            self.domain(dict(zip(self.names, values)))
         with np.errstate(all="ignore"):
             return self.numeric("numpy")(*values)
 
@@ -262,6 +282,31 @@ class Formula:
         # numpy scalars/arrays, so 1/0 gives inf (then reported) instead of ZeroDivisionError
         return [np.asarray(values[n], dtype=float) for n in self.names]
 
+    def symbol(self, name: str) -> sp.Symbol:
+        """The sympy symbol of the variable called ``name`` (with its assumptions, so that
+        ``expr.subs`` and ``expr.diff`` match it).
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> q11 = ss.dual_kernel("relu").symbol("q11")
+        >>> q11, q11.is_positive
+        (q11, True)
+        """
+        name = next(iter(self._renamed({name: None})))
+        for v in self.variables:
+            if v.name == name:
+                return v.symbol
+        raise KeyError(f"{self.name} has no variable {name!r}; variables: {self.names}")
+
+    def _sympy_(self):
+        """``sympy.sympify(formula)`` is its expression."""
+        return self.expr
+
+    def _latex(self, printer):
+        """``sympy.latex(formula)`` prints the expression with the caller's settings."""
+        return printer._print(self.expr)
+
     def _renamed(self, values: Mapping) -> dict:
         """``values`` with deprecated variable names replaced (warning once per call)."""
         old = [k for k in values if k in self.aliases and k not in self.names]
@@ -279,14 +324,39 @@ class Formula:
         return out
 
     # -- transformations --------------------------------------------------------------------------
-    def subs(self, point_sampler: PointSampler | None = None, **values) -> "Formula":
+    def subs(self, values: Mapping | None = None, /, *, point_sampler: PointSampler | None = None,
+             **kwargs) -> "Formula":
         """Fix some variables to values; the sampler (if any) sees them as part of each point.
+
+        ``values`` maps variable names or sympy symbols (matched by name, whatever their
+        assumptions) to numbers; keywords work too: ``f.subs({"q11": 1})``,
+        ``f.subs({sp.Symbol("q11"): 1})`` and ``f.subs(q11=1)`` give the same Formula. An
+        unknown name is a TypeError naming it.
 
         The original point sampler is not kept (its points need not be valid once some
         coordinates are fixed, e.g. a covariance with fixed variances): pass ``point_sampler``
         for the remaining variables, or give ``points=`` to :meth:`check`.
+
+        Examples
+        --------
+        >>> import sympy as sp, symscale as ss
+        >>> V = ss.dual_kernel("erf")
+        >>> V.subs({"q11": 1}).names == V.subs(q11=1).names == V.subs({sp.Symbol("q11"): 1}).names
+        True
         """
-        values = self._renamed(values)
+        if values is not None and not isinstance(values, Mapping):
+            raise TypeError(f"subs takes a mapping {{name or symbol: value}} and/or keywords, "
+                            f"got {type(values).__name__} {values!r}")
+        merged = {}
+        for key, value in list((values or {}).items()) + list(kwargs.items()):
+            name = key.name if isinstance(key, sp.Symbol) else key
+            if not isinstance(name, str):
+                raise TypeError(f"{self.name}.subs: keys must be variable names or sympy "
+                                f"symbols, got {key!r}")
+            if name in merged:
+                raise TypeError(f"{self.name}.subs got variable {name!r} twice")
+            merged[name] = value
+        values = self._renamed(merged)
         unknown = [k for k in values if k not in self.names]
         if unknown:
             raise TypeError(f"{self.name} has no variables {unknown}; variables: {self.names}")
@@ -300,20 +370,47 @@ class Formula:
             def sampler(point, n, rng):
                 return inner({**point, **fixed}, n, rng)
 
+        domain = None
+        if self.domain is not None:
+            inner_domain = self.domain
+
+            def domain(point):
+                inner_domain({**{k: np.asarray(v, dtype=float) for k, v in fixed.items()},
+                              **point})
+
         return Formula(
             self.expr.xreplace(by_sym), keep, name=self.name, description=self.description,
             stable_expr=None if self.stable_expr is None else self.stable_expr.xreplace(by_sym),
-            sampler=sampler, point_sampler=point_sampler, aliases=self.aliases,
+            sampler=sampler, point_sampler=point_sampler, aliases=self.aliases, domain=domain,
         )
 
-    def diff(self, variable: str, name: str | None = None) -> "Formula":
-        """Derivative with respect to the variable called ``variable`` (no sampler attached)."""
+    def diff(self, variable, name: str | None = None) -> "Formula":
+        """Derivative with respect to a variable (its name or symbol), keeping the domain.
+
+        Where the Formula knows a closed form of the derivative with its own stable form and
+        sampler (``derivatives``: d/dq12 of a dual kernel is the derivative kernel
+        ``E[phi'(u) phi'(v)]``, Price's theorem), that Formula is returned: finite at
+        rho = +-1 and checkable by sampling. Otherwise the expression is differentiated (a
+        stable form with clamps is not: its derivative at a clamp would be wrong) and has no
+        sampler.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> dV = ss.dual_kernel("relu").diff("q12")
+        >>> float(dV(1.0, 1.0, 1.0)), dV.name     # the step kernel, 1/2 at rho = 1
+        (0.5, "V[relu']")
+        """
+        variable = variable.name if isinstance(variable, sp.Symbol) else variable
         variable = next(iter(self._renamed({variable: None})))
         sym = {v.name: v.symbol for v in self.variables}.get(variable)
         if sym is None:
             raise TypeError(f"{self.name} has no variable {variable!r}; variables: {self.names}")
+        if variable in self.derivatives:
+            out = self.derivatives[variable]()
+            return out if name is None else out.replace(name=name)
         return Formula(sp.diff(self.expr, sym), self.variables, name=name or f"d{self.name}",
-                       aliases=self.aliases)
+                       aliases=self.aliases, domain=self.domain)
 
     def expand(self) -> "Formula":
         """Expanded expression, computed with symengine (much faster on large polynomials)."""

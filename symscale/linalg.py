@@ -32,14 +32,19 @@ import math
 
 import numpy as np
 
-from .validation import check_array
+from .errors import DomainError
+from .validation import _at, _first, check_array
 
 __all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "softmax",
-           "row_norms", "safe_rms", "random_psd_point"]
+           "row_norms", "safe_rms", "random_psd_point", "check_covariance", "CORRELATION_SLACK"]
 
 #: The one round-off tolerance of the PSD and symmetry checks (relative to the largest
 #: |eigenvalue| and the largest |entry|).
 PSD_RTOL = 1e-10
+#: |q12| may exceed sqrt(q11 q22) by this relative amount (round-off in a Gram matrix).
+CORRELATION_SLACK = 1e-10
+_EPS = float(np.finfo(float).eps)
+_NORMAL_MIN = float(np.finfo(float).tiny)
 
 
 def check_psd(M, name: str) -> np.ndarray:
@@ -210,3 +215,63 @@ def random_psd_point(rng: np.random.Generator, names=("q11", "q12", "q22"), *,
     v1, v2 = np.exp(rng.uniform(np.log(lo), np.log(hi), size=2))
     rho = rng.uniform(-max_corr, max_corr)
     return {names[0]: float(v1), names[1]: float(rho * math.sqrt(v1 * v2)), names[2]: float(v2)}
+
+
+def check_covariance(q11, q12, q22, *, names=("q11", "q12", "q22")):
+    """Validate and broadcast a batch of 2x2 covariances; return float64 arrays with q12 clipped.
+
+    Tiny and huge variances are valid (the bound ``|q12| <= sqrt(q11) sqrt(q22)`` is checked
+    without forming a product that under- or overflows), and ``-0.0`` comes back as ``+0.0``.
+
+    Parameters
+    ----------
+    q11, q12, q22 : array_like
+        Broadcastable real arrays.
+    names : tuple of 3 str
+        How the caller's user calls the three arguments (used in the messages).
+
+    Raises
+    ------
+    TypeError
+        A bool, string, complex or other non-real argument.
+    DomainError
+        NaN or infinite entries, a negative variance, or ``q12**2 > q11*q22`` beyond round-off
+        (relative slack :data:`CORRELATION_SLACK`); the message names the argument, the
+        offending value and its index. ``DomainError`` is a ``ValueError``.
+    """
+    n11, n12, n22 = names
+    raw = [check_array(a, n, finite=False, copy=False)
+           for a, n in zip((q11, q12, q22), names)]
+    try:
+        arrays = np.broadcast_arrays(*raw)
+    except ValueError:
+        raise ValueError(f"{n11}, {n12}, {n22} must broadcast to one shape, got shapes "
+                         f"{tuple(a.shape for a in raw)}") from None
+    for name, a in zip(names, arrays):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            idx = _first(bad)
+            raise DomainError(f"{name} must be finite, got {float(a[idx])!r}{_at(idx)}")
+    a11, a12, a22 = arrays
+    for name, a in ((n11, a11), (n22, a22)):
+        if (a < 0).any():
+            idx = _first(a < 0)
+            raise DomainError(
+                f"{name} must be >= 0 (a variance), got {float(a[idx])!r}{_at(idx)}")
+    with np.errstate(all="ignore"):
+        prod = a11 * a22
+        bound = np.sqrt(prod)  # exact for q12 = q11 = q22 (sqrt(x*x) == x)
+        lossy = (prod < _NORMAL_MIN) | (prod == np.inf)
+        if lossy.any():  # the product under- or overflowed: a few ulps of slack instead
+            bound = np.where(lossy, np.sqrt(a11) * np.sqrt(a22) * (1 + 4 * _EPS), bound)
+    over = np.abs(a12) > bound * (1 + CORRELATION_SLACK)
+    if over.any():
+        idx = _first(over)
+        raise DomainError(
+            f"{n12} must satisfy {n12}**2 <= {n11}*{n22} (a PSD covariance), got "
+            f"{n12}={float(a12[idx])!r} with {n11}={float(a11[idx])!r}, "
+            f"{n22}={float(a22[idx])!r}{_at(idx)}"
+        )
+    c = np.clip(a12, -bound, bound)
+    c += 0.0  # -0.0 -> +0.0: atan2(0, -0.0) = pi would flip an angle
+    return a11 + 0.0, c, a22 + 0.0

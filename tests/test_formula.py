@@ -392,13 +392,22 @@ def test_subs_point_sampler_drops_fixed_names():
 @pytest.mark.parametrize("act", ["erf", "gelu", "sin", "exp", "relu", LEAKY],
                          ids=["erf", "gelu", "sin", "exp", "relu", "leaky"])
 def test_diff_price_theorem(act):
+    """d/dq12 of a dual kernel is the derivative kernel (its stable form and sampler): equal to
+    the symbolic derivative of the expression inside the domain, finite at rho = +-1, and
+    checked by sampling E[phi'(u) phi'(v)] (a doubled variant fails)."""
     V = ss.dual_kernel(act)
     dV = V.diff("q12")
     W = ss.dual_kernel(act, derivative=True)
-    assert isinstance(dV, Formula) and dV.names == V.names
-    assert dV.sampler is None
+    assert isinstance(dV, Formula) and dV.names == V.names and dV is W
     q11, q12, q22 = _psd_points(30, seed=6)
-    np.testing.assert_allclose(dV(q11, q12, q22), W(q11, q12, q22), rtol=1e-12, atol=1e-12)
+    symbolic = sp.lambdify(V.symbols, sp.diff(V.expr, V.symbol("q12")), "numpy")
+    np.testing.assert_allclose(dV(q11, q12, q22), symbolic(q11, q12, q22), rtol=1e-10,
+                               atol=1e-12)
+    edge = dV(np.array([1.3, 1.3]), np.array([1.3, -1.3]), np.array([1.3, 1.3]))
+    assert np.all(np.isfinite(edge))
+    assert dV.check(n_points=2, n_samples=100_000, seed=3).passed
+    assert not dV.replace(expr=2 * dV.expr, stable_expr=None).check(
+        n_points=2, n_samples=100_000, seed=3).passed
 
 
 def test_diff_name_and_errors():
@@ -717,3 +726,55 @@ def test_formulas_are_immutable_and_replace_makes_a_copy():
     # the constructor still validates what replace passes on
     with pytest.raises(ValueError, match="free symbols"):
         V.replace(variables=V.variables[:2])
+
+
+# ---------------------------------------------------------------------------------------------
+# Formula as a sympy citizen; evaluation checks the domain
+
+
+def test_subs_takes_names_symbols_or_keywords_and_refuses_the_rest():
+    V = ss.dual_kernel("erf")
+    by_kw = V.subs(q11=1.0)
+    for f in (V.subs({"q11": 1.0}), V.subs({sp.Symbol("q11"): 1.0}),  # plain symbol, by name
+              V.subs({V.symbol("q11"): 1.0})):
+        assert f.names == by_kw.names == ("q12", "q22")
+        assert f.expr == by_kw.expr and f(0.2, 1.5) == by_kw(0.2, 1.5)
+    with pytest.raises(TypeError, match=r"no variables \['q33'\]"):
+        V.subs({"q33": 1.0})
+    with pytest.raises(TypeError, match="mapping"):
+        V.subs([("q11", 1.0)])
+    with pytest.raises(TypeError, match="twice"):
+        V.subs({"q11": 1.0}, q11=2.0)
+    with pytest.raises(TypeError, match="keys must be variable names or sympy symbols"):
+        V.subs({1: 1.0})
+
+
+def test_symbols_by_name_and_sympy_protocols():
+    V = ss.dual_kernel("relu")
+    q11 = V.symbol("q11")
+    assert q11.is_positive and q11 in V.expr.free_symbols
+    assert V.expr.subs(q11, 2) != V.expr                # the Formula's symbol matches
+    assert V.expr.subs(sp.Symbol("q11"), 2) == V.expr   # a plain one does not (documented)
+    with pytest.raises(KeyError, match="no variable 'q9'"):
+        V.symbol("q9")
+    assert sp.sympify(V) == V.expr
+    assert sp.latex(V) == sp.latex(V.expr)
+    assert sp.latex(V, fold_short_frac=True) == sp.latex(V.expr, fold_short_frac=True)
+
+
+@pytest.mark.parametrize("point, name", [((1.0, 2.0, 1.0), "q12"), ((-1.0, 0.3, 1.0), "q11"),
+                                         ((1.0, 0.3, -2.0), "q22"),
+                                         ((1.0, np.nan, 1.0), "q12")])
+def test_evaluating_a_kernel_outside_its_domain_is_an_error(point, name):
+    from symscale.errors import DomainError
+
+    for act in ("relu", "erf"):
+        V = ss.dual_kernel(act)
+        with pytest.raises(DomainError, match=name):
+            V(*point)
+        with pytest.raises(DomainError, match=name):
+            V.evaluate(dict(zip(V.names, point)))
+    # the raw evaluator is the documented opt-out (no check, for speed)
+    assert np.isfinite(ss.dual_kernel("erf").numeric("numpy")(1.0, 0.3, 1.0))
+    with pytest.raises(DomainError, match="q12"):      # subs keeps the domain
+        ss.dual_kernel("relu").subs(q11=1.0)(2.0, 1.0)

@@ -45,6 +45,7 @@ from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
 from ..formula import Formula, Variable
 from ..hermite import expansion_coefficients
+from ..linalg import check_covariance
 from ..linalg import random_psd_point as _random_psd_point
 from ..validation import check_bool
 
@@ -125,7 +126,15 @@ def _dual_kernel(act: Activation, derivative: bool) -> Formula:
         stable_expr=stable,
         sampler=pair_sampler(target) if numeric else None,
         point_sampler=random_psd_point if numeric else None,
+        domain=_covariance_domain,
+        # Price's theorem: d/dq12 E[phi(u) phi(v)] = E[phi'(u) phi'(v)]
+        derivatives={} if derivative else {"q12": lambda: _dual_kernel(act, True)},
     )
+
+
+def _covariance_domain(values):
+    """DomainError naming q11, q12 or q22 outside the PSD cone (as dual_kernel_numeric)."""
+    check_covariance(values["q11"], values["q12"], values["q22"])
 
 
 # ---------------------------------------------------------------------------------------------

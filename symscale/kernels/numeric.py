@@ -48,10 +48,10 @@ import numpy as np
 from .._deprecation import renamed_arguments
 from .. import families as fam
 from ..activations import Activation, as_activation
-from ..errors import DomainError, NoClosedFormError
+from ..errors import NoClosedFormError
 from ..formula import CheckReport, CheckRow, sample_mean
-from ..validation import (_at, _first, check_array, check_bool, check_int, check_real,
-                          check_seed)
+from ..validation import _first, check_bool, check_int, check_real, check_seed
+from ..linalg import CORRELATION_SLACK, check_covariance  # noqa: F401 (re-exported)
 from .dual import _dual_kernel, pair_sampler, random_psd_point
 from ..expectations.univariate import _graded_degree, _graded_rule, gauss_hermite
 from .moments import gaussian_moment_numeric
@@ -60,77 +60,14 @@ __all__ = ["dual_kernel_numeric", "cross_kernel_numeric", "check_dual_kernel", "
            "gauss_hermite"]
 
 _DEFAULT_DEG = {"polar": 60, "hermite": 48}
-#: |q12| may exceed sqrt(q11 q22) by this relative amount (round-off in a Gram matrix).
-CORRELATION_SLACK = 1e-10
 _CHUNK_ELEMENTS = 4_000_000
 _EPS = float(np.finfo(float).eps)
-_NORMAL_MIN = float(np.finfo(float).tiny)
 #: homogeneous closed forms are evaluated at 2**-e times the covariance (exact) when q11*q22
 #: is outside [2**-64, 2**64]: their stable forms hold products like q12 * D**1.5 ~ q**4
 _SCALE_LO, _SCALE_HI = 2.0**-64, 2.0**64
 #: 1 - rho^2 <= COLLINEAR_ULPS * eps is collinear up to round-off (see _snap_collinear)
 COLLINEAR_ULPS = 16
 _SNAP_ANGLE = math.sqrt(COLLINEAR_ULPS * _EPS)  # sin(beta)^2 = 1 - rho^2
-
-
-def check_covariance(q11, q12, q22, *, names=("q11", "q12", "q22")):
-    """Validate and broadcast a batch of 2x2 covariances; return float64 arrays with q12 clipped.
-
-    Tiny and huge variances are valid (the bound ``|q12| <= sqrt(q11) sqrt(q22)`` is checked
-    without forming a product that under- or overflows), and ``-0.0`` comes back as ``+0.0``.
-
-    Parameters
-    ----------
-    q11, q12, q22 : array_like
-        Broadcastable real arrays.
-    names : tuple of 3 str
-        How the caller's user calls the three arguments (used in the messages).
-
-    Raises
-    ------
-    TypeError
-        A bool, string, complex or other non-real argument.
-    DomainError
-        NaN or infinite entries, a negative variance, or ``q12**2 > q11*q22`` beyond round-off
-        (relative slack :data:`CORRELATION_SLACK`); the message names the argument, the
-        offending value and its index. ``DomainError`` is a ``ValueError``.
-    """
-    n11, n12, n22 = names
-    raw = [check_array(a, n, finite=False, copy=False)
-           for a, n in zip((q11, q12, q22), names)]
-    try:
-        arrays = np.broadcast_arrays(*raw)
-    except ValueError:
-        raise ValueError(f"{n11}, {n12}, {n22} must broadcast to one shape, got shapes "
-                         f"{tuple(a.shape for a in raw)}") from None
-    for name, a in zip(names, arrays):
-        bad = ~np.isfinite(a)
-        if bad.any():
-            idx = _first(bad)
-            raise DomainError(f"{name} must be finite, got {float(a[idx])!r}{_at(idx)}")
-    a11, a12, a22 = arrays
-    for name, a in ((n11, a11), (n22, a22)):
-        if (a < 0).any():
-            idx = _first(a < 0)
-            raise DomainError(
-                f"{name} must be >= 0 (a variance), got {float(a[idx])!r}{_at(idx)}")
-    with np.errstate(all="ignore"):
-        prod = a11 * a22
-        bound = np.sqrt(prod)  # exact for q12 = q11 = q22 (sqrt(x*x) == x)
-        lossy = (prod < _NORMAL_MIN) | (prod == np.inf)
-        if lossy.any():  # the product under- or overflowed: a few ulps of slack instead
-            bound = np.where(lossy, np.sqrt(a11) * np.sqrt(a22) * (1 + 4 * _EPS), bound)
-    over = np.abs(a12) > bound * (1 + CORRELATION_SLACK)
-    if over.any():
-        idx = _first(over)
-        raise DomainError(
-            f"{n12} must satisfy {n12}**2 <= {n11}*{n22} (a PSD covariance), got "
-            f"{n12}={float(a12[idx])!r} with {n11}={float(a11[idx])!r}, "
-            f"{n22}={float(a22[idx])!r}{_at(idx)}"
-        )
-    c = np.clip(a12, -bound, bound)
-    c += 0.0  # -0.0 -> +0.0: atan2(0, -0.0) = pi would flip an angle
-    return a11 + 0.0, c, a22 + 0.0
 
 
 @renamed_arguments(act="activation")
