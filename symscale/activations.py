@@ -123,6 +123,12 @@ class Activation:
             e = ae_derivative(e)
         return e
 
+    def __reduce__(self):
+        """Standard pickle (for process pools): the numpy evaluators are rebuilt from the
+        registry of the receiving process when it registers the same function, else from the
+        expression."""
+        return (_unpickle_activation, (self.name, self.template, self.parameters, self.family))
+
     def derivative(self) -> "Activation":
         """phi' as an :class:`Activation` (almost-everywhere derivative, as backprop computes).
 
@@ -386,6 +392,22 @@ def unregister_activation(name: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # construction helpers
+
+
+def _unpickle_activation(name, template, parameters, family):
+    """The pickled activation, with its hand-written evaluators where the registry of this
+    process has the same function (same template and parameters) under its name."""
+    base = name.rstrip("'")
+    if base in _REGISTRY:
+        try:
+            act = activation(base, **dict(parameters))
+            for _ in range(len(name) - len(base)):
+                act = act.derivative()
+        except (KeyError, TypeError, ValueError):
+            act = None
+        if act is not None and act.template == template and act.parameters == parameters:
+            return act
+    return Activation(name, template, parameters, family)
 
 
 def _make(name, template, values, family=None, numpy_impl=None, numpy_prime=None):

@@ -95,6 +95,10 @@ class Formula:
     derivatives : mapping, optional
         ``{variable name: callable returning a Formula}``: closed forms of partial
         derivatives that :meth:`diff` returns instead of differentiating the expression.
+    recipe : (callable, args), optional
+        How to build this Formula again (``dual_kernel`` passes itself): standard pickle then
+        works although the sampler is a local function (process pools). A Formula without a
+        recipe pickles only if its sampler and point sampler do.
     domain : callable, optional
         ``domain(values)`` raises :class:`~symscale.errors.DomainError` (naming the argument)
         when ``{name: array}`` is outside the formula's domain (a covariance that is not PSD, a
@@ -116,6 +120,7 @@ class Formula:
         aliases: Mapping[str, str] | None = None,
         domain: Callable[[dict], None] | None = None,
         derivatives: Mapping[str, Callable[[], "Formula"]] | None = None,
+        recipe: tuple | None = None,
     ):
         self.variables = tuple(_as_variable(v) for v in variables)
         self.expr = as_expression(expr, "expr", symbols=self.symbols)
@@ -139,6 +144,7 @@ class Formula:
                                          if v in names})
         self.domain = domain
         self.derivatives = MappingProxyType(dict(derivatives or {}))
+        self._recipe = recipe
         self._numeric_cache: dict[str, Callable] = {}
         self._frozen = True  # immutable from here on: cached Formulas are shared
 
@@ -152,6 +158,23 @@ class Formula:
                 f"Formula {self.name!r} is immutable (it may be shared, e.g. by the cache of "
                 f"symscale.dual_kernel); use formula.replace({key}=...) for a modified copy")
         object.__setattr__(self, key, value)
+
+    def __reduce__(self):
+        if self._recipe is not None:
+            return self._recipe
+        return super().__reduce__()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_numeric_cache"] = {}  # lambdified functions are rebuilt on demand
+        state["aliases"], state["derivatives"] = dict(self.aliases), dict(self.derivatives)
+        return state
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            if key in ("aliases", "derivatives"):
+                value = MappingProxyType(value)
+            object.__setattr__(self, key, value)
 
     def __delattr__(self, key):
         raise AttributeError(f"Formula {self.name!r} is immutable; cannot delete {key!r}")

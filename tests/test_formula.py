@@ -778,3 +778,37 @@ def test_evaluating_a_kernel_outside_its_domain_is_an_error(point, name):
     assert np.isfinite(ss.dual_kernel("erf").numeric("numpy")(1.0, 0.3, 1.0))
     with pytest.raises(DomainError, match="q12"):      # subs keeps the domain
         ss.dual_kernel("relu").subs(q11=1.0)(2.0, 1.0)
+
+
+def test_standard_pickle_round_trips_the_objects_a_process_pool_sends():
+    """Activations (built-in, with parameters, derivatives, shaped), Hermite expansions, dual
+    kernel Formulas (rebuilt from their recipe: the sampler is a local function), plain
+    Formulas, random networks and programs survive pickle.dumps/loads."""
+    import pickle
+
+    from symscale.cumulants import random_mlp
+    from symscale.netsor import mlp, run_infinite
+
+    acts = [ss.activation("relu"), ss.activation("leaky_relu", alpha=0.2),
+            ss.activation("softplus").derivative(),
+            ss.activation("shaped", base=ss.activation("tanh"), s=3.0)]
+    x = np.array([-800.0, -1.0, 0.0, 2.0, 800.0])
+    for act in acts:
+        back = pickle.loads(pickle.dumps(act))
+        assert back == act and np.array_equal(back(x), act(x))  # overflow-safe evaluators kept
+    H = ss.hermite_coefficients("relu", 4)
+    assert pickle.loads(pickle.dumps(H)).coefficients == H.coefficients
+    for V in (ss.dual_kernel("erf"), ss.dual_kernel("relu", derivative=True)):
+        back = pickle.loads(pickle.dumps(V))
+        assert back is V and back.check(n_points=1, n_samples=20_000, seed=0).passed
+    plain = Formula(a**2 * b, [a, b], name="g")
+    back = pickle.loads(pickle.dumps(plain))
+    assert back.expr == plain.expr and float(back(2.0, 3.0)) == 12.0
+    with pytest.raises(AttributeError, match="immutable"):
+        back.name = "h"
+    net = random_mlp(2, "tanh", width=4, seed=1)
+    assert pickle.loads(pickle.dumps(net)).fingerprint() == net.fingerprint()
+    X = np.eye(2)
+    p = pickle.loads(pickle.dumps(mlp(2, "relu", weight_var=2.0)))
+    np.testing.assert_array_equal(run_infinite(p, X).output(),
+                                  run_infinite(mlp(2, "relu", weight_var=2.0), X).output())

@@ -129,6 +129,7 @@ def _dual_kernel(act: Activation, derivative: bool) -> Formula:
         domain=_covariance_domain,
         # Price's theorem: d/dq12 E[phi(u) phi(v)] = E[phi'(u) phi'(v)]
         derivatives={} if derivative else {"q12": lambda: _dual_kernel(act, True)},
+        recipe=(_dual_kernel, (act, derivative)),
     )
 
 
