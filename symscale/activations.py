@@ -194,6 +194,10 @@ class Activation:
 
         return latex(self.expr)
 
+    def _repr_latex_(self) -> str:
+        """Notebook display: ``label(x) = phi(x)``."""
+        return r"$\mathrm{%s}(x) = %s$" % (self.label.replace("_", r"\_"), self.latex())
+
     def code(self, language: str = "c", name: str | None = None) -> str:
         """Source code of phi in ``language`` (``"c"``, ``"numpy"`` or ``"python"``)."""
         from .printing import function_code

@@ -147,6 +147,10 @@ class HermiteExpansion:
             return sp.Add(*[c**2 * sp.factorial(k) for k, c in enumerate(self.coefficients)])
         return mpmath.fsum(c**2 * mpmath.factorial(k) for k, c in enumerate(self.coefficients))
 
+    def _repr_latex_(self) -> str:
+        """Notebook display: the expansion as LaTeX."""
+        return f"${self.latex()}$"
+
     def latex(self) -> str:
         """LaTeX of ``phi(mean + sqrt(var) z)^p = sum_k c_k He_k(z) + ...``."""
         arg = latex(self.mean + sp.sqrt(self.var) * Z)
@@ -340,6 +344,10 @@ class MehlerSeries:
 
     def latex(self) -> str:
         return r"V(\rho) \approx %s" % latex(self.expr)
+
+    def _repr_latex_(self) -> str:
+        """Notebook display: the truncated series as LaTeX."""
+        return f"${self.latex()}$"
 
     def formula(self) -> Formula:
         """The truncated series as a :class:`~symscale.Formula` in ``rho``."""

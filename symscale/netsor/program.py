@@ -215,6 +215,22 @@ class Program:
     def __repr__(self) -> str:
         return f"Program({self.graph.number_of_nodes()} nodes, outputs={self.outputs})"
 
+    def _repr_html_(self) -> str:
+        """Notebook display: a table of the nodes in topological order (name, kind, op,
+        arguments)."""
+        import html
+
+        kind = _kinds(self.graph)
+        rows = []
+        for node in topological_order(self):
+            args = ", ".join(f"{slot}={p}" for slot, p in _parents(self.graph, node).items())
+            cells = (node, kind.get(node, "?"), _label(self.graph.nodes[node]["op"]), args)
+            rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells)
+                        + "</tr>")
+        head = "<tr><th>node</th><th>kind</th><th>op</th><th>arguments</th></tr>"
+        return (f"<table><caption>{html.escape(repr(self))}</caption>{head}"
+                + "".join(rows) + "</table>")
+
 
 def _as_nonlinearity(fn, k, params, m=0):
     """A registry activation (one argument) or a MultiNonlinearity from an expression."""
