@@ -270,12 +270,16 @@ class RevealedGaussian:
     def __matmul__(self, h):
         h = np.asarray(h, dtype=float)
         if self.Q is None:
-            coeff, resid = None, h
+            coeff, resid, noise = None, h, 0.0
         else:
             coeff = self.Q.T @ h
-            resid = h - self.Q @ coeff
+            proj = self.Q @ coeff
+            resid = h - proj
+            # the residual's round-off comes from the projection; above it is a new direction,
+            # however small next to h (an input 1e-13 the size of another is not zero)
+            noise = 16 * np.finfo(float).eps * np.linalg.norm(proj, 2)
         U, S, Vt = np.linalg.svd(resid, full_matrices=False)
-        keep = S > 1e-12 * max(np.linalg.norm(h, 2), 1e-300)  # new directions only
+        keep = S > noise  # new directions only
         Q_new, R_new = U[:, keep], S[keep, None] * Vt[keep]
         A_new = self.rng.standard_normal((self.n_rows, Q_new.shape[1])) * self.scale
         out = A_new @ R_new

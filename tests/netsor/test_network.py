@@ -12,7 +12,7 @@ import pytest
 
 from symscale.errors import DomainError
 from symscale.netsor import (Program, attention_block, layernorm_mlp, mlp, resnet, rnn,
-                             run_finite, sample_network)
+                             run_finite, run_infinite, sample_network)
 
 X = np.array([[1.0, 0.2, -0.3], [0.1, 0.9, 0.4], [-0.5, 0.3, 1.1]])
 
@@ -269,3 +269,17 @@ def test_nsde_network_is_a_draw_of_the_shaped_program():
         want = net.gram(X, "h_2")
         np.testing.assert_allclose(paths.values[k], want, rtol=1e-12)
 
+
+
+def test_conditional_sampler_keeps_an_input_far_smaller_than_another():
+    """An input 1e-13 (or 1e-16) the size of another is not zero: the conditional sampler
+    used to drop directions below 1e-12 of the largest, so step(U x) was step(0) = 1/2 for
+    every coordinate (a random fresh-machine run found it; the Gram was 1/4 with no spread
+    against the infinite-width 1/2)."""
+    p = Program()
+    p.readout(p.nonlin("step", p.embed()))
+    for tiny in (1e-13, 1e-16):
+        X = np.array([[0.0, 0.5], [tiny, 0.0]])
+        inf = run_infinite(p, X).kernels["h"]
+        mean, se = run_finite(p, X, 32, 100, seed=0, method="conditional").gram_mean("h")
+        assert se[1, 1] > 0 and abs(mean[1, 1] - inf[1, 1]) <= 5 * se[1, 1]
