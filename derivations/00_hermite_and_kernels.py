@@ -27,10 +27,11 @@ def run(section, quick: bool) -> None:
     order = 5
     section.text(
         "Normalization: probabilists' Hermite polynomials, "
-        "$c_k = \\mathbb{E}[\\phi(Z)He_k(Z)]/k!$ so that "
-        "$\\mathbb{E}[\\phi(Z)^2] = \\sum_k k!\\,c_k^2$. Kernels use "
-        "$(u,v)\\sim\\mathcal N(0, [[q_{11}, q_{12}], [q_{12}, q_{22}]])$. "
-        f"Every check uses {n_samples:,} samples per point and passes at |z| ≤ 5."
+        "$c_k = \\mathbb{E}[\\phi(Z)\\,\\mathrm{He}_k(Z)]/k!$ so that "
+        "$\\mathbb{E}[\\phi(Z)^2] = \\sum_k k!\\,c_k^2$. Kernels take $(u, v)$ jointly "
+        "Gaussian with mean 0, $\\mathbb{E}[u^2] = q_{11}$, $\\mathbb{E}[uv] = q_{12}$ and "
+        "$\\mathbb{E}[v^2] = q_{22}$. "
+        f"Every check uses {n_samples:,} samples per point and passes at $|z| \\leq 5$."
     )
     summary = []
     for seed, name in enumerate(ss.list_activations()):
@@ -64,7 +65,7 @@ def run(section, quick: bool) -> None:
             section.check(ss.check_dual_kernel(act, n_points=n_points, n_samples=n_samples,
                                                seed=200 + seed))
         summary.append(row)
-    section.table(["activation", "Hermite", "V_phi", "V_phi'"], summary)
+    section.table(["activation", "Hermite", r"$V_\phi$", r"$V_{\phi'}$"], summary)
     _figure(section)
 
 
@@ -72,7 +73,7 @@ def _figure(section):
     import matplotlib.pyplot as plt
 
     rho = np.linspace(-1, 1, 201)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
     for name in ["relu", "abs", "step", "sign", "erf", "gelu", "tanh", "sin", "silu"]:
         v = ss.dual_kernel_numeric(name, 1.0, rho, 1.0)
         v1 = ss.dual_kernel_numeric(name, 1.0, 1.0, 1.0)

@@ -26,6 +26,7 @@ from symscale.netsor import (attention_block, empirical_ntk, infinite_ntk, kerne
                              symbolic_kernel)
 
 TITLE = "Tensor Programs: Gaussian-process limits and their rates"
+N_BOOT = 20  # bootstrap resamples behind each error bar of the sliced W1
 
 
 def _inputs(seed=0, P=4, d=8, T=4):
@@ -53,12 +54,13 @@ def run(section, quick: bool) -> None:
     n_samples = 2000 if quick else 20000
     n_proj = 100 if quick else 400
     section.text(
-        f"Widths {widths.tolist()}; {n_samples} networks per width; sliced W1 over {n_proj} "
-        "fixed projections of the joint outputs on P = 4 inputs; slopes are least-squares "
-        "fits in log-log coordinates with 95 % percentile-bootstrap intervals. The floor is "
-        "the distance between two independent GP samples of the same size: a distance at the "
-        "floor says nothing about the rate. The paper reports slopes -0.916 (deep MLP) and "
-        "-0.797 (ResNet), steeper than the floor's -0.5."
+        f"Widths $n$ = {', '.join(map(str, widths.tolist()))}; {n_samples} networks per width; "
+        f"sliced $W_1$ over {n_proj} fixed projections of the joint outputs on $P = 4$ inputs "
+        f"(error bars: bootstrap standard errors over {N_BOOT} resamples of both samples); "
+        "slopes are least-squares fits in log-log coordinates with 95 % percentile-bootstrap "
+        "intervals. The floor is the distance between two independent GP samples of the same "
+        "size: a distance at the floor says nothing about the rate. The paper reports slopes "
+        "$-0.916$ (deep MLP) and $-0.797$ (ResNet), steeper than the floor's $-1/2$."
     )
     rows, lln_rows, curves = [], [], {}
     for i, (name, (program, data)) in enumerate(_architectures().items()):
@@ -72,29 +74,33 @@ def run(section, quick: bool) -> None:
         floor = metrics.noise_floor(gp, n_samples, n_projections=n_proj, seed=100 + i,
                                     n_repeats=3)
         P = metrics.projections(K.shape[0], n_proj, seed=7)
-        sw, lln = [], []
+        sw, sw_se, lln, lln_se = [], [], [], []
         for j, n in enumerate(widths):
             fin = run_finite(program, data, width=int(n), n_networks=n_samples,
                              seed=1000 * i + j)
             target = metrics.sample_gaussian(K, n_samples, seed=5000 + 10 * i + j).samples
             sw.append(metrics.sliced_wasserstein(fin.outputs[:, :, 0], target, projections=P))
+            sw_se.append(_bootstrap_se(fin.outputs[:, :, 0], target, P, seed=9000 + 10 * i + j))
             g = fin.grams[last]
-            lln.append(float(np.mean([metrics.relative_frobenius(gi, K_last) for gi in g])))
+            errs = [metrics.relative_frobenius(gi, K_last) for gi in g]
+            lln.append(float(np.mean(errs)))
+            lln_se.append(float(np.std(errs, ddof=1) / np.sqrt(len(errs))))
         sw, lln = np.array(sw), np.array(lln)
         fit = metrics.fit_rate(widths, sw, n_boot=500, seed=i)
         above = sw > 2 * floor.mean
         fit_above = metrics.fit_rate(widths[above], sw[above] - floor.mean, n_boot=500, seed=i) \
             if above.sum() >= 3 else None
         fit_lln = metrics.fit_rate(widths, lln, n_boot=500, seed=i)
-        curves[name] = (sw, lln, floor.mean)
+        curves[name] = (sw, np.array(sw_se), lln, np.array(lln_se), floor)
         rows.append([name, _fmt(fit), f"{floor.mean:.4f} ± {floor.stderr:.4f}",
                      f"{int(above.sum())}/{len(widths)}",
-                     _fmt(fit_above) if fit_above else "too few widths above 2x floor"])
+                     _fmt(fit_above) if fit_above else "too few widths above 2× floor"])
         lln_rows.append([name, _fmt(fit_lln), ", ".join(f"{v:.3g}" for v in lln)])
-    section.table(["architecture", "SW1 slope (95% CI)", "noise floor", "widths > 2x floor",
-                   "slope of SW1 - floor (those widths)"], rows)
+    section.table(["architecture", "sliced $W_1$ slope (95 % CI)", "noise floor",
+                   "widths above 2× floor", "slope of sliced $W_1$ − floor (those widths)"],
+                  rows)
     section.text("Kernel law of large numbers (relative Frobenius error of the last hidden "
-                 "layer's empirical Gram, mean over networks; theory: slope -0.5):")
+                 "layer's empirical Gram, mean over networks; theory: slope $-1/2$):")
     section.table(["architecture", "slope (95% CI)", "errors by width"], lln_rows)
     _figure(section, widths, curves)
     # the symbolic output kernel of the deep MLP, checked by sampling its last expectation
@@ -132,8 +138,8 @@ def _ntk_section(section, quick):
     cross = kfn(test, train)
     joint = kfn(np.vstack([test, train]))
     gap = np.abs(cross.ntk - joint.ntk[:3, 3:]).max() / np.abs(joint.ntk).max()
-    section.text(f"kernel_fn cross-kernels (3 test x 6 train inputs, leaky ReLU MLP, path "
-                 f"'{cross.path}') equal the block of the joint 9 x 9 NTK to {gap:.1e} of its "
+    section.text(f"`kernel_fn` cross-kernels (3 test × 6 train inputs, leaky ReLU MLP, path "
+                 f"'{cross.path}') equal the block of the joint 9 × 9 NTK to {gap:.1e} of its "
                  f"largest entry.")
 
 
@@ -141,25 +147,43 @@ def _fmt(fit):
     return f"{fit.slope:+.3f} [{fit.ci[0]:+.3f}, {fit.ci[1]:+.3f}]"
 
 
+def _bootstrap_se(X, Y, P, seed):
+    """Bootstrap standard error of the sliced W1 of two samples (both resampled)."""
+    rng = np.random.default_rng(seed)
+    reps = [metrics.sliced_wasserstein(X[rng.integers(0, len(X), len(X))],
+                                       Y[rng.integers(0, len(Y), len(Y))], projections=P)
+            for _ in range(N_BOOT)]
+    return float(np.std(reps, ddof=1))
+
+
 def _figure(section, widths, curves):
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for name, (sw, lln, floor) in curves.items():
-        line, = axes[0].loglog(widths, sw, "o-", label=name)
-        axes[0].axhline(floor, color=line.get_color(), ls=":", lw=1)
-        axes[1].loglog(widths, lln, "o-", label=name)
-    for ax, ref in ((axes[0], 1.0), (axes[1], 0.5)):
-        w = widths.astype(float)
-        ax.loglog(w, ax.get_lines()[0].get_ydata()[0] * (w / w[0]) ** -ref, "k--", lw=1,
-                  label=f"slope -{ref:g}")
-        ax.set_xlabel("width n")
+    colors = {name: f"C{k}" for k, name in enumerate(curves)}  # one colour per architecture
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    w = widths.astype(float)
+    for name, (sw, sw_se, lln, lln_se, floor) in curves.items():
+        c = colors[name]
+        axes[0].errorbar(w, sw, yerr=sw_se, fmt="o-", color=c, capsize=2, label=name)
+        axes[0].axhspan(floor.mean - floor.stderr, floor.mean + floor.stderr, color=c,
+                        alpha=0.15, lw=0)
+        axes[0].axhline(floor.mean, color=c, ls=":", lw=1)
+        axes[1].errorbar(w, lln, yerr=lln_se, fmt="o-", color=c, capsize=2, label=name)
+    first = next(iter(curves.values()))
+    for ax, y0, ref in ((axes[0], first[0][0], 1.0), (axes[1], first[2][0], 0.5)):
+        ax.plot(w, y0 * (w / w[0]) ** -ref, "k--", lw=1, label=f"slope $-{ref:g}$")
+        ax.set(xscale="log", yscale="log", xlabel="width $n$")
+        ax.set_xticks(w, [str(int(v)) for v in w])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel("sliced W1 (finite vs GP); dotted: noise floor")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("sliced $W_1$ (finite width vs GP)")
+    axes[0].set_title("dotted, band: noise floor $\\pm$ s.e.", fontsize=9)
     axes[1].set_ylabel("relative Frobenius error of the Gram")
-    axes[0].legend(fontsize=7)
     section.figure(fig, "tensor_program_rates",
-                   "Left: sliced W1 between finite-width and GP outputs. Right: kernel LLN.")
+                   "Left: sliced $W_1$ between finite-width and GP outputs (bootstrap s.e.). "
+                   "Right: kernel law of large numbers (s.e. over networks).")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import sympy as sp
 
 import symscale as ss
 from symscale.formula import CheckReport, CheckRow
+from symscale.printing import latex
 from symscale.nsde import (check_first_order, correlation_sde, deep_linear_evidence,
                            depth_benefit, drift, evidence_first_order, explosion_criterion,
                            finite_width_chain, large_depth_log_evidence, posterior_scale, shaped,
@@ -39,17 +41,18 @@ def _sde_formulas(section, n_check):
     user = ss.register_activation("bump_nsde", "x + x**2/2*exp(-x**2)", overwrite=True)
     try:
         section.text("### Drift, correlation SDE and explosion rate (derived by the code)")
-        for name, act in (("shaped ReLU", "relu"), ("tanh", "tanh"),
-                          ("x + x²/2 exp(-x²)", user)):
+        for name, act in (("shaped ReLU", "relu"), (r"$\tanh$", "tanh"),
+                          (r"$\phi(x) = x + \frac{x^2}{2} e^{-x^2}$", user)):
             b = drift(act)
             section.formula(b, b.check(n_points=2, n_samples=n_check, seed=11), note=name)
             cs = correlation_sde(act)
-            section.text(f"$$d\\rho = \\left[{cs.drift.latex(lhs=False)}\\right]dt + "
-                         f"{cs.diffusion.latex(lhs=False)}\\,dW$$")
+            section.text(f"$${sde_latex(cs.drift.expr, cs.diffusion.expr)}$$")
             if act != "relu":
                 crit = explosion_criterion(act, a=1)
-                section.text(f"explosion rate at a = 1: $\\mu = {crit.mu.latex(lhs=False)}$; "
-                             f"{crit.statement}.")
+                verdict = "it does" if crit.explodes() else "it does not"
+                section.text(f"Explosion rate at $a = 1$: $\\mu = b_{{aa}}/V_{{aa}}^2 = "
+                             f"{crit.mu.latex(lhs=False)}$; $V_{{aa}}$ explodes in finite time "
+                             f"with positive probability iff $\\mu > 0$: {verdict}.")
     finally:
         ss.unregister_activation("bump_nsde")
 
@@ -67,23 +70,31 @@ def _correlation_histograms(section, quick):
     rows = []
     for label, r, p in (("finite width chain", chain.correlation(), chain),
                         ("matrix SDE", sde.correlation(), sde),
-                        ("scalar rho-SDE", scalar.values, None)):
+                        (r"scalar $\rho$-SDE", scalar.values, None)):
         q = np.quantile(r, [0.1, 0.5, 0.9])
         elog = p.mean(lambda V: np.log(V[:, 0, 0])) if p is not None else None
         rows.append([label, f"{r.mean():.3f}", f"{r.std():.3f}",
                      " / ".join(f"{v:+.2f}" for v in q),
                      f"{elog[0]:+.3f} ± {elog[1]:.3f}" if elog else "-"])
-    section.text(f"### Correlation at t = 1 (shaped ReLU c+ = 0, c- = -1, n = {n}, "
-                 f"{paths} paths; theory E log V_aa = -1)")
-    section.table(["simulation", "mean rho", "sd rho", "q10 / q50 / q90", "E log V_aa"], rows)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    section.text(f"### Correlation at $t = 1$ (shaped ReLU, $c_+ = 0$, $c_- = -1$, $n = {n}$, "
+                 f"{paths} paths; theory $\\mathbb{{E}}\\log V_{{aa}} = -1$)")
+    section.table(["simulation", r"mean of $\rho$", r"sd of $\rho$",
+                   "quantiles 10 / 50 / 90 %", r"$\mathbb{E}\log V_{aa}$"], rows)
+    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
     bins = np.linspace(-1, 1, 41)
-    for label, r in (("chain", chain.correlation()), ("matrix SDE", sde.correlation()),
-                     ("rho-SDE", scalar.values)):
-        ax.hist(r, bins=bins, density=True, histtype="step", label=label)
-    ax.set_xlabel(r"$\rho$ at $t = 1$")
+    centres, width = (bins[1:] + bins[:-1]) / 2, bins[1] - bins[0]
+    for color, label, r in (("C0", "finite width chain", chain.correlation()),
+                            ("C1", "matrix SDE", sde.correlation()),
+                            ("C2", r"scalar $\rho$-SDE", scalar.values)):
+        # a histogram bar is an estimate: its binomial standard error, as a density
+        p = np.histogram(r, bins=bins)[0] / r.size
+        se = np.sqrt(p * (1 - p) / r.size) / width
+        ax.errorbar(centres, p / width, yerr=se, color=color, drawstyle="steps-mid",
+                    capsize=1.5, elinewidth=0.8, label=label)
+    ax.set(xlabel=r"correlation $\rho$ at $t = 1$", ylabel="density")
     ax.legend()
-    section.figure(fig, "nsde_rho_hist", "Correlation at t = 1: finite width vs the SDEs.")
+    section.figure(fig, "nsde_rho_hist", "Correlation at $t = 1$: finite width against the "
+                   "SDEs (error bars: binomial standard error of each bin).")
 
 
 def _first_order(section, quick):
@@ -92,17 +103,17 @@ def _first_order(section, quick):
     Y = rng.standard_normal(3)
     x0 = rng.standard_normal(5)
     samples = 1500 if quick else 8000
-    section.text("### Evidence and predictive mean to first order in tau = LP/N")
+    section.text("### Evidence and predictive mean to first order in $\\tau = LP/N$")
     for act in (shaped("tanh", a=1.0, n=1000), shaped_relu(1.0, -1.0, n=8000)):
         ev = evidence_first_order(X, Y, act, beta=2.0)
-        section.text(f"{act.activation.label}: d log Z/d tau = {ev.total:+.4f} = linear "
-                     f"{ev.linear:+.4f} + nonlinear {ev.nonlinear:+.4f}")
+        section.text(f"{shaped_label(act)}, $\\beta = 2$: $d\\log Z/d\\tau = {ev.total:+.4f}$ "
+                     f"(linear part ${ev.linear:+.4f}$, nonlinear part ${ev.nonlinear:+.4f}$)")
         section.check(check_first_order(X, Y, act, beta=2.0, x0=x0, n_samples=samples,
                                         seed=5))
     d = depth_benefit("relu")
-    section.text("Depth criterion for the shaped ReLU (orthogonal inputs of norm v, labels with "
-                 "mean ybar and mean square y2, noise s2), derived from the evidence rate: depth "
-                 "raises the evidence iff")
+    section.text("Depth criterion for the shaped ReLU (orthogonal inputs of norm $v$, labels "
+                 "with mean $\\bar y$ and mean square $y_2$, noise $s_2$), derived from the "
+                 "evidence rate: depth raises the evidence iff")
     section.text(f"$$ {d.rate.latex(lhs=False)} > 0 $$")
     section.text(f"critical $(c_+ - c_-)^2$: $${d.threshold.latex(lhs=False)}$$")
 
@@ -124,10 +135,11 @@ def _deep_linear(section, quick):
     z, se = like.mean(), like.std(ddof=1) / math.sqrt(N)
     ratio = (s * like).mean() / z
     se_r = math.sqrt(np.var(s * like - ratio * like, ddof=1) / N) / z
-    section.text("### Deep linear network (N0 = 6, P = 3, widths (4, 7)): Meijer-G vs Monte Carlo")
-    section.check(CheckReport("deep linear evidence and E_post s^2", (
+    section.text("### Deep linear network ($N_0 = 6$, $P = 3$, widths 4 and 7): Meijer-G "
+                 "against Monte Carlo")
+    section.check(CheckReport("deep linear evidence Z and posterior mean of s2", (
         CheckRow.make({"Z": 0.0}, ev.value, z, se, N, 5.0),
-        CheckRow.make({"E s^2": 0.0}, s2, ratio, se_r, N, 5.0)), 5.0))
+        CheckRow.make({"posterior mean of s2": 0.0}, s2, ratio, se_r, N, 5.0)), 5.0))
     # evidence against depth at fixed width: exact (Meijer-G up to depth 8, then quadrature
     # over the law of log s^2) and the large-depth heuristic
     N_width = 20
@@ -136,19 +148,49 @@ def _deep_linear(section, quick):
     logz = np.array([e.log_value for e in evs])
     heur = np.array([large_depth_log_evidence(X, Y, [N_width] * int(L)) for L in depths])
     best = int(depths[int(np.argmax(logz))])
-    section.text(f"log evidence against depth at width {N_width} (P = 3): maximal at L = {best} "
-                 f"(of 1..{depths[-1]}), effective depth LP/N = {best * 3 / N_width:.2f}; "
-                 f"paths used: {sorted({e.path for e in evs})}. The large-depth heuristic "
+    section.text(f"Log evidence against depth at width $N = {N_width}$ ($P = 3$): maximal at "
+                 f"$L = {best}$ (of 1 to {depths[-1]}), effective depth $LP/N = "
+                 f"{best * 3 / N_width:.2f}$; paths used: "
+                 f"{', '.join(sorted({e.path for e in evs}))}. The large-depth heuristic "
                  f"differs from the exact value by at most {np.max(np.abs(heur - logz)[20:]):.3f} "
-                 "for L >= 21.")
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(depths * 3 / N_width, logz, "o-", ms=2, label="exact")
-    ax.plot(depths * 3 / N_width, heur, "--", label="large-depth heuristic")
-    ax.set_xlabel("effective depth LP/N")
-    ax.set_ylabel("log evidence")
+                 "for $L \\geq 21$.")
+    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
+    ax.plot(depths * 3 / N_width, logz, "o-", ms=2, color="C0",
+            label="exact (Meijer-G, quadrature)")
+    ax.plot(depths * 3 / N_width, heur, "--", color="C1", label="large-depth heuristic")
+    ax.set_xlabel("effective depth $LP/N$")
+    ax.set_ylabel(r"log evidence $\log Z$")
     ax.legend()
     ax.grid(alpha=0.3)
-    section.figure(fig, "deep_linear_evidence", "Deep linear network: log evidence vs depth.")
+    section.figure(fig, "deep_linear_evidence", "Deep linear network: log evidence against "
+                   f"depth (exact, no sampling), width $N = {N_width}$.")
+
+
+def sde_latex(drift_expr, diffusion_expr, x=r"\rho") -> str:
+    r"""``d x = [drift] dt + diffusion dW`` as LaTeX, the sign of a negative diffusion pulled out.
+
+    >>> r = sp.Symbol("rho")
+    >>> sde_latex(r / 2, -(r - 1) * (r + 1))
+    'd\\rho = \\left[\\frac{\\rho}{2}\\right] dt + \\left(1 - \\rho^{2}\\right) dW'
+    """
+    # expanded, a polynomial diffusion reads 1 - rho^2 rather than -(rho - 1)(rho + 1)
+    diffusion = sp.expand(diffusion_expr) if sp.sympify(diffusion_expr).is_polynomial() \
+        else diffusion_expr
+    body, sign = latex(diffusion), "+"
+    if body.startswith("-"):  # joined as is this would read "dt + - ..."
+        body, sign, diffusion = latex(-diffusion), "-", -diffusion
+    if isinstance(diffusion, sp.Add):
+        body = f"\\left({body}\\right)"
+    return f"d{x} = \\left[{latex(drift_expr)}\\right] dt {sign} {body} dW"
+
+
+def shaped_label(act) -> str:
+    """A shaped activation in words and LaTeX, with rounded parameters."""
+    if act.kind == "relu":
+        return (f"shaped ReLU ($c_+ = {act.c_plus:g}$, $c_- = {act.c_minus:g}$, "
+                f"$n = {act.n}$)")
+    return (f"shaped {act.base.name} ($s = a\\sqrt{{n}}$ with $a = {act.a:g}$, $n = {act.n}$: "
+            f"$s = {act.a * math.sqrt(act.n):.3g}$)")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from symscale.cumulants.state import Tracking
 from symscale.cumulants.wick import (relu_bivariate_moment, relu_gaussian_mean,
                                      relu_gaussian_second_moment)
 
-TITLE = "Cumulant propagation: E[M(X)] of a wide random MLP without sampling"
+TITLE = r"Cumulant propagation: $\mathbb{E}[M(X)]$ of a wide random MLP without sampling"
 CACHE = Path(__file__).resolve().parent / ".cache"
 
 
@@ -38,7 +38,7 @@ def run(section, quick: bool) -> None:
 
 def _diagram_lists(section):
     section.text("### The diagrams of the nonlinear step (enumerated by the code)")
-    section.text("Each term multiplies Wick coefficients $w^{(k,p)}_i = \\mathbb E[(\\phi^p)^{(k)}"
+    section.text("Each term multiplies Wick coefficients $w^{(k,p)}_i = \\mathbb{E}[(\\phi^p)^{(k)}"
                  "(G_i)]$ with cumulant entries of the pre-activations; the power cumulant of "
                  "$(\\phi_i^{p_i}, \\phi_j^{p_j}, \\dots)$ over distinct neurons is the sum.")
     for K in (2, 3):
@@ -47,13 +47,15 @@ def _diagram_lists(section):
             ds = diagrams(powers, K, allowed)
             if not ds:
                 continue
-            body = " + ".join(d.latex() for d in ds)
-            section.text(f"K = {K}, powers {powers} ({len(ds)} diagrams): $${body}$$")
+            body = _join_terms(d.latex() for d in ds)
+            shown = "(" + ", ".join(map(str, powers)) + ")"
+            section.text(f"$K = {K}$, powers ${shown}$ ({len(ds)} diagrams): $${body}$$")
     for groups, lhs in (((2, 1), r"\kappa(\phi_i,\phi_i,\phi_j)"),
                         ((2, 2), r"\kappa(\phi_i,\phi_i,\phi_j,\phi_j)")):
         terms = pattern_in_power_cumulants(groups)
         rhs = " ".join(f"{'+' if c > 0 else '-'} {abs(c) if abs(c) != 1 else ''}"
                        + "".join(f.latex() for f in fs) for c, fs in terms)
+        rhs = rhs[2:] if rhs.startswith("+ ") else rhs  # no sign before the first term
         section.text(f"Repeated neurons through power cumulants (Möbius sum): $${lhs} = {rhs}$$")
     from symscale.cumulants.factored import _tree_classes
 
@@ -67,6 +69,18 @@ def _diagram_lists(section):
         "vertex of degree 2 or 3, so the fourth cumulant is stored as stacks of $n$ matrices "
         "$\\mathrm{Sym}\\sum_m G_{abm}U_{cm}V_{dm}$: two stacks per layer, "
         "$O(n^4\\ell)$ per linear step instead of $O(n^5)$.")
+
+
+def _join_terms(terms) -> str:
+    """LaTeX terms joined by their signs: ``a``, ``-b`` give ``a - b``, never ``a + -b``."""
+    out = ""
+    for t in terms:
+        t = t.strip()
+        if t.startswith("-"):
+            out += f" - {t[1:].lstrip()}" if out else t
+        else:
+            out += f" + {t}" if out else t
+    return out
 
 
 def _closed_forms(section, quick):
@@ -103,8 +117,8 @@ def _study(section, quick):
     deep3 = sweep([depth_width], depths, Ks=(3, 4), variants=(), factored=True, **common)
     deep.rows += deep3.rows
 
-    section.text(f"### MSE/Var against width (depth {depth}, {len(seeds)} networks per width, "
-                 f"ground truth {n_truth:.1e} samples; 'truth floor' is its own MSE/Var)")
+    section.text(f"### MSE/Var against width (depth $L = {depth}$, {len(seeds)} networks per "
+                 f"width, ground truth {n_truth:,} samples; 'truth floor' is its own MSE/Var)")
     section.text(table.to_markdown())
     rows = []
     for est in table.estimators():
@@ -112,15 +126,15 @@ def _study(section, quick):
         if len(ws) < 3:
             continue
         slope, se = table.slope(est, depth)
-        row = [est, f"{slope:+.2f} ± {se:.2f}", f"{ws[0]}..{ws[-1]}"]
+        row = [est, f"{slope:+.2f} ± {se:.2f}", f"{ws[0]} to {ws[-1]}"]
         xs, _ = table.slope_points(est, depth, above_floor=3.0)
         if 3 <= len(xs) < len(ws):
             s3, se3 = table.slope(est, depth, above_floor=3.0)
-            row += [f"{s3:+.2f} ± {se3:.2f}", f"{xs[0]}..{xs[-1]}"]
+            row += [f"{s3:+.2f} ± {se3:.2f}", f"{xs[0]} to {xs[-1]}"]
         else:
             row += ["(same)" if len(xs) == len(ws) else "(under 3 points)", ""]
         rows.append(row)
-    section.text("Fitted log-log slopes of MSE/Var against width (theory: −K). The widest points "
+    section.text("Fitted log-log slopes of MSE/Var against width (theory: $-K$). The widest points "
                  "may sit on the ground-truth floor, which flattens the fit; the last two "
                  "columns refit the points whose MSE/Var is at least 3× that floor:")
     section.table(["estimator", "slope", "widths", "slope above 3× floor", "widths"], rows)
@@ -136,18 +150,26 @@ def _study(section, quick):
         adv_rows.append([est, f"{a['mse_over_var']:.2e}", f"{a['flops']:.2e}",
                          f"{a['mc_flops']:.2e}", f"{a['flop_advantage']:.3g}×{note}",
                          f"{a['time_advantage']:.3g}×"])
-    section.text(f"Advantage over Monte Carlo at equal MSE/Var, width {wmax}, depth {depth}:")
+    section.text(f"Advantage over Monte Carlo at equal MSE/Var, width $n = {wmax}$, depth "
+                 f"$L = {depth}$:")
     section.table(["estimator", "MSE/Var", "FLOPs", "MC FLOPs", "FLOP advantage",
                    "wall-time advantage"], adv_rows)
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    plot_mse_vs_flops(table, wmax, depth, ax=axes[0])
-    plot_mse_vs_width(table, depth, ax=axes[1])
-    plot_mse_vs_depth(deep, depth_width, ax=axes[2])
-    fig.tight_layout()
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), layout="constrained")
+    plot_mse_vs_flops(table, wmax, depth, ax=axes[0], legend=False)
+    plot_mse_vs_width(table, depth, ax=axes[1], legend=False)
+    plot_mse_vs_depth(deep, depth_width, ax=axes[2], legend=False)
+    # one colour per estimator in every panel, so one legend (below the panels) serves all
+    handles = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center",
+               ncol=min(6, len(handles)), fontsize=8)
     section.figure(fig, "cumulant_propagation", "MSE/Var against FLOPs (with the Monte Carlo "
-                   "line 1/N), against width, and against depth.")
-    section.text(f"### MSE/Var against depth (width {depth_width})")
+                   "line $1/N$), against width, and against depth; error bars: standard error "
+                   "over the networks (seeds).")
+    section.text(f"### MSE/Var against depth (width $n = {depth_width}$)")
     section.text(deep.to_markdown())
 
 
@@ -165,7 +187,8 @@ def _tails(section, quick):
     ok = hits >= 30
     blind = ok & (cheap.mean == 0)
     rel = np.abs(est.probability - truth.mean) / np.where(truth.mean > 0, truth.mean, 1)
-    section.text(f"### Tail probabilities P(z > {theta}) after three ReLU layers (width {n})")
+    section.text(f"### Tail probabilities $P(z > {theta:g})$ after three ReLU layers (width "
+                 f"$n = {n}$)")
     section.text(
         f"Estimator K = 3 factored: {est.flops:.2e} FLOPs = {n_equal} Monte Carlo samples. "
         f"Neurons resolvable by the ground truth ({truth.n_samples:.1e} samples, ≥ 30 hits): "
@@ -173,7 +196,7 @@ def _tails(section, quick):
         f"see no hit with equal-cost sampling; there the median relative error is "
         f"{np.median(rel[blind]) if blind.any() else float('nan'):.3f} and the median true "
         f"probability {np.median(truth.mean[blind]) if blind.any() else float('nan'):.2e} "
-        f"(1/N at equal cost = {1 / n_equal:.2e}).")
+        f"($1/N$ at equal cost = {1 / n_equal:.2e}).")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,11 @@ from symscale.deep_ntk import (angle_asymptotics, correction_fit, depth_limit, n
                                phase_limit)
 from symscale import datasets as ds
 from symscale.deep_ntk import spectra
+from symscale.printing import latex
 
 TITLE = "The NTK at large width and depth"
+# the depth limit of the normalized NTK Gram matrix, as LaTeX
+_LIMIT = r"\frac{3}{4} I + \frac{1}{4} \mathbf{1}\mathbf{1}^\top"
 
 
 def run(section, quick: bool) -> None:
@@ -36,11 +39,11 @@ def _depth_limit(section, quick):
     lim = depth_limit("relu")
     section.text("### Depth limit of the normalized ReLU NTK (derived by the code)")
     section.formula(lim.formula, note="fixed point of the angle recursion and the NTK sum")
-    section.text(f"Series of the normalized kernels in the angle: beta = ${lim.beta}$, "
-                 f"gamma = ${lim.gamma}$, epsilon = ${lim.epsilon}$; exponent a = gamma/beta = "
-                 f"{lim.exponent}. Angle asymptotics: $\\theta_h \\approx "
-                 f"{__import__('sympy').latex(angle_asymptotics('relu'))}$.")
-    section.formula(lim.rate_formula, note="leading large-depth behaviour (plus c/L)")
+    section.text(f"Series of the normalized kernels in the angle: $\\beta = {latex(lim.beta)}$, "
+                 f"$\\gamma = {latex(lim.gamma)}$, $\\epsilon = {latex(lim.epsilon)}$; exponent "
+                 f"$a = \\gamma/\\beta = {latex(lim.exponent)}$. Angle asymptotics: "
+                 f"$\\theta_h \\approx {latex(angle_asymptotics('relu'))}$.")
+    section.formula(lim.rate_formula, note="leading large-depth behaviour (plus $c/L$)")
     top = 10_000 if quick else 100_000
     depths = np.unique(np.logspace(0, np.log10(top), 40).astype(int))
     rows = []
@@ -48,40 +51,44 @@ def _depth_limit(section, quick):
         f = float(normalized_ntk(0.5, L))
         m = float(normalized_ntk(0.5, L, dps=40))
         rows.append([L, f"{f:.12f}", f"{m:.12f}", f"{abs(f - m):.1e}"])
-    section.text("float64 angle recursion against 40-digit mpmath (rho0 = 0.5):")
-    section.table(["L", "float64", "mpmath (40 digits)", "difference"], rows)
+    section.text("float64 angle recursion against 40-digit mpmath ($\\rho_0 = 0.5$):")
+    section.table(["$L$", "float64", "mpmath (40 digits)", "difference"], rows)
     fits = {r: correction_fit(r, [d for d in depths if d >= 1000]) for r in (0.0, 0.5)}
-    section.text("Fit of L (Theta-bar - 1/4) = A ln L + c over L in [10^3, "
-                 f"{top:.0e}]: " + "; ".join(
-                     f"rho0 = {r}: A = {f.A:.4f}, c = {f.c:.3f}" for r, f in fits.items())
-                 + f". Derived A = {lim.log_coefficient} = {float(lim.log_coefficient):.4f}: "
-                 "the correction is (3/8) ln L / L, so the seed's 'O(1/L)' needs the log factor "
-                 "(L (Theta-bar - 1/4) grows without bound, by 0.863 per decade).")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for r in (0.0, 0.5, 0.9):
+    A = lim.log_coefficient
+    section.text("Fit of $L\\,(\\bar\\Theta - 1/4) = A\\ln L + c$ over $10^3 \\leq L \\leq "
+                 f"10^{{{np.log10(top):.0f}}}$: " + "; ".join(
+                     f"$\\rho_0 = {r:g}$: $A = {f.A:.4f}$, $c = {f.c:.3f}$"
+                     for r, f in fits.items())
+                 + f". Derived $A = {latex(A)} = {float(A):.4f}$: the correction is "
+                 f"${latex(A)}\\,\\ln L / L$, so the seed's $O(1/L)$ needs the log factor "
+                 f"($L\\,(\\bar\\Theta - 1/4)$ grows without bound, by "
+                 f"${latex(A)}\\ln 10 = {float(A) * np.log(10):.3f}$ per decade).")
+    colors = {0.0: "C0", 0.5: "C1", 0.9: "C2"}  # one colour per input correlation
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    for r, c in colors.items():
         vals = np.array([float(normalized_ntk(r, int(L))) for L in depths])
-        axes[0].semilogx(depths, vals, label=f"rho0 = {r}")
-        axes[1].semilogx(depths, depths * (vals - 0.25), label=f"rho0 = {r}")
-    axes[0].axhline(0.25, color="k", ls="--", label="1/4")
-    axes[1].semilogx(depths, 0.375 * np.log(depths) + fits[0.5].c, "k--",
-                     label="3/8 ln L + c (rho0 = 0.5)")
-    axes[0].set(xlabel="depth L", ylabel="normalized NTK")
-    axes[1].set(xlabel="depth L", ylabel="L (Theta-bar - 1/4)")
+        axes[0].semilogx(depths, vals, color=c, label=f"$\\rho_0 = {r:g}$")
+        axes[1].semilogx(depths, depths * (vals - 0.25), color=c, label=f"$\\rho_0 = {r:g}$")
+    axes[0].axhline(0.25, color="k", ls="--", label="limit $1/4$")
+    axes[1].semilogx(depths, float(A) * np.log(depths) + fits[0.5].c, "k--",
+                     label=f"${latex(A)}\\ln L + c$ (fit at $\\rho_0 = 0.5$)")
+    axes[0].set(xlabel="depth $L$", ylabel="normalized NTK $\\bar\\Theta$")
+    axes[1].set(xlabel="depth $L$", ylabel="$L\\,(\\bar\\Theta - 1/4)$")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    section.figure(fig, "deep_ntk_limit", "Normalized NTK against depth and the scaled "
-                   "correction with its ln L fit.")
+    section.figure(fig, "deep_ntk_limit", "Normalized NTK against depth (float64 recursion, "
+                   "no sampling) and the scaled correction with its $\\ln L$ fit.")
     rows = []
     for act in ("relu", "leaky_relu", "gelu", "erf", "tanh", "sigmoid"):
         p = phase_limit(act)
         rows.append([act, p.phase, f"{p.chi1:.4f}", f"{p.rho_star:.4f}", f"{p.limit:.4f}",
-                     "ln L / L" if p.rate is None else f"{p.rate:.4f}^L",
+                     "$\\ln L / L$" if p.rate is None else f"${p.rate:.4f}^L$",
                      f"{float(normalized_ntk(0.5, 200, activation=act)):.3e}"])
-    section.text("Other activations (weight variance 1/E[phi(G)^2], no bias): phase from "
-                 "chi1 = sigma_w^2 E[phi'(G)^2]; limit from the fixed points:")
-    section.table(["activation", "phase", "chi1", "rho*", "limit", "approach",
-                   "Theta-bar at L = 200"], rows)
+    section.text("Other activations (weight variance $1/\\mathbb{E}[\\phi(G)^2]$, no bias): "
+                 "phase from $\\chi_1 = \\sigma_w^2\\,\\mathbb{E}[\\phi'(G)^2]$; limit from "
+                 "the fixed points:")
+    section.table(["activation", "phase", "$\\chi_1$", "$\\rho^*$", "limit", "approach",
+                   "$\\bar\\Theta$ at $L = 200$"], rows)
 
 
 def _spectra(section, quick):
@@ -89,29 +96,31 @@ def _spectra(section, quick):
 
     n, d = (12, 6)
     depths = [1, 3, 10, 30, 100, 300, 1000, 3000]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     rows = []
-    for rho_max in (0.2, 0.9, 0.999):
+    for color, rho_max in (("C0", 0.2), ("C1", 0.9), ("C2", 0.999)):
         X, achieved = ds.sphere_points(n, d, max_correlation=rho_max, seed=1)
         sp_ = spectra.spectrum_vs_depth(X, depths)
         scale = spectra.depth_scale(X)
-        axes[0].loglog(depths, sp_.lambda_min, "o-", label=f"rho_max = {achieved:.3f}")
-        axes[1].loglog(depths, sp_.distance, "o-", label=f"rho_max = {achieved:.3f}")
+        label = f"$\\rho_{{\\max}} = {achieved:.3f}$"
+        axes[0].loglog(depths, sp_.lambda_min, "o-", color=color, label=label)
+        axes[1].loglog(depths, sp_.distance, "o-", color=color, label=label)
         rows.append([f"{achieved:.3f}", f"{scale.depth_scale:.1f}",
                      f"{sp_.lambda_min[0]:.3f}", f"{sp_.lambda_min[-1]:.3f}",
                      f"{sp_.distance[-1]:.3f}"])
-    axes[0].axhline(0.75, color="k", ls="--", label="limit 3/4")
-    axes[0].set(xlabel="depth", ylabel="smallest eigenvalue of the normalized NTK")
-    axes[1].set(xlabel="depth", ylabel="||Theta-bar - (3/4 I + 1/4 11^T)||")
+    axes[0].axhline(0.75, color="k", ls="--", label="limit $3/4$")
+    axes[0].set(xlabel="depth $L$", ylabel="smallest eigenvalue $\\lambda_n$ of $\\bar\\Theta$")
+    axes[1].set(xlabel="depth $L$", ylabel=f"$\\|\\bar\\Theta - ({_LIMIT})\\|$")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    section.text(f"### Spectrum against depth ({n} points in d = {d})")
-    section.table(["rho_max", "depth scale 1/sqrt(1-rho_max^(2))", "lambda_n at L=1",
-                   f"lambda_n at L={depths[-1]}", "distance to the limit"], rows)
-    section.text("The normalized Gram matrix tends to 3/4 I + 1/4 11^T, whose smallest "
-                 "eigenvalue is 3/4: lambda_n of the normalized kernel *rises* with depth, and "
-                 "closer points (larger rho_max) stay further below it at every depth.")
+    section.text(f"### Spectrum against depth ({n} points in $d = {d}$)")
+    section.table(["$\\rho_{\\max}$", "depth scale $1/\\sqrt{1-\\rho_{\\max}^2}$",
+                   "$\\lambda_n$ at $L = 1$", f"$\\lambda_n$ at $L = {depths[-1]}$",
+                   "distance to the limit"], rows)
+    section.text(f"The normalized Gram matrix tends to ${_LIMIT}$, whose smallest "
+                 "eigenvalue is $3/4$: $\\lambda_n$ of the normalized kernel *rises* with depth, "
+                 "and closer points (larger $\\rho_{\\max}$) stay further below it at every "
+                 "depth.")
     section.figure(fig, "deep_ntk_spectrum", "Smallest eigenvalue and distance to the limit "
                    "matrix against depth.")
 
@@ -121,25 +130,26 @@ def _early_stopping(section, quick):
 
     depths = [1, 3, 10, 30, 100, 300, 1000]
     times = np.logspace(-1, 3, 13)
-    tasks = [("sphere regression (d=4, n=100)", ds.sphere_regression(100, 200, 4, seed=0))]
+    tasks = [("sphere regression ($d = 4$, $n = 100$)",
+              ds.sphere_regression(100, 200, 4, seed=0))]
     try:
-        tasks.append(("digits < 5 vs >= 5 (n=200)", ds.digits_binary(200, 400, seed=0)))
+        tasks.append(("digits $< 5$ vs $\\geq 5$ ($n = 200$)", ds.digits_binary(200, 400, seed=0)))
     except ImportError:
         section.text("(scikit-learn is not installed: the digits task is skipped.)")
-    tasks.append(("one-hot sequences (n=200)", ds.onehot_sequences(200, 400, seed=0)))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4))
+    tasks.append(("one-hot sequences ($n = 200$)", ds.onehot_sequences(200, 400, seed=0)))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.2),
+                             layout="constrained")
     rows = []
     for ax, (name, (Xtr, Ytr, Xte, Yte)) in zip(np.atleast_1d(axes), tasks):
         grid = spectra.test_error_grid(Xtr, Ytr, Xte, Yte, depths, times)
         im = ax.pcolormesh(np.log10(times), np.log10(depths), grid.mse / grid.baseline_mean,
                            shading="nearest", vmin=0, vmax=1.1)
-        ax.set(xlabel="log10 t", ylabel="log10 depth", title=name)
+        ax.set(xlabel="$\\log_{10} t$", ylabel="$\\log_{10} L$", title=name)
         fig.colorbar(im, ax=ax, label="test MSE / constant-predictor MSE")
         best = np.unravel_index(np.argmin(grid.mse), grid.mse.shape)
         rows.append([name, f"{grid.mse[best]:.3f}", depths[best[0]], f"{times[best[1]]:.3g}",
                      f"{np.min(grid.mse[-1]):.3f}", f"{np.min(grid.mse_limit):.3f}",
                      f"{grid.baseline_mean:.3f}"])
-    fig.tight_layout()
     # the n axis: more points on the sphere are closer together, so the depth scale shrinks
     n_rows = []
     for n in (25, 50, 100, 200, 400):
@@ -156,15 +166,17 @@ def _early_stopping(section, quick):
                   rows)
     section.figure(fig, "deep_ntk_early_stopping", "Test MSE relative to the constant predictor "
                    "over depth and stopping time.")
-    section.text("Sphere regression against the number of training points n (test MSE at the "
-                 f"best stopping time for depths {depths}; the constant predictor scores about "
-                 "1):")
-    section.table(["n", "depth scale", "best test MSE per depth", "deepest depth with MSE < "
-                   "half the trivial one"], n_rows)
+    section.text("Sphere regression against the number of training points $n$ (test MSE at "
+                 f"the best stopping time for depths {', '.join(map(str, depths))}; the constant "
+                 "predictor scores about 1):")
+    section.table(["$n$", "depth scale", "best test MSE per depth", "deepest depth with MSE "
+                   "below half the trivial one"], n_rows)
 
 
 def _feature_movement(section, quick):
     import matplotlib.pyplot as plt
+
+    from matplotlib.ticker import NullFormatter
 
     from symscale.deep_ntk import NTKMLP, feature_movement, linearized_movement, train_gd
     from symscale.metrics import fit_loglog_slope
@@ -182,13 +194,16 @@ def _feature_movement(section, quick):
     widths = [256, 512, 1024, 2048] if quick else [256, 512, 1024, 2048, 4096, 8192]
     seeds = range(2 if quick else 4)
     lr, steps = 0.3, 17
-    mx, ag, lin_ag, gram = [], [], [], []
+    mx, ag, mx_se, ag_se, lin_ag, gram = [], [], [], [], [], []
     for n in widths:
         models = [NTKMLP.init(3, d_in=d, width=n, seed=s) for s in seeds]
         runs = [feature_movement(train_gd(m, X, Y, lr, steps, record_every=steps, X_eval=X_eval))
                 for m in models]
         mx.append(np.mean([r.max_neuron[-1] for r in runs]))
         ag.append(np.mean([r.aggregate[-1] for r in runs]))
+        # error bars: standard error over the initialization seeds
+        mx_se.append(np.std([r.max_neuron[-1] for r in runs], ddof=1) / np.sqrt(len(runs)))
+        ag_se.append(np.std([r.aggregate[-1] for r in runs], ddof=1) / np.sqrt(len(runs)))
         gram.append(np.mean([abs(r.inner[-1][0, -1] - r.inner[0][0, -1]) for r in runs]))
         if n <= 2048:
             lin = linearized_movement(NTKMLP.init(3, d_in=d, width=n, seed=0), X, Y, lr, steps,
@@ -200,21 +215,29 @@ def _feature_movement(section, quick):
              f"{lin_ag[i]:.3f}" if i < len(lin_ag) else "-", f"{g:.3f}"]
             for i, (n, m, a, g) in enumerate(zip(widths, mx, ag, gram))]
     section.text(f"### Finite-width feature movement (3 hidden ReLU layers, NTK parameterization, "
-                 f"8 points on the sphere in d = {d}, lr = {lr}, {steps} steps: eta t = "
-                 f"{lr * steps:.1f}; {len(seeds)} seeds)")
-    section.table(["width", "max-neuron deviation", "sqrt(n) x max-neuron", "aggregate norm",
-                   "aggregate, linearized (seed 0)", "change of <h(x_test), h(x_1)>"], rows)
+                 f"8 points on the sphere in $d = {d}$, learning rate $\\eta = {lr}$, {steps} "
+                 f"steps: $\\eta t = {lr * steps:.1f}$; {len(seeds)} seeds)")
+    section.table(["width $n$", "max-neuron deviation", "$\\sqrt{n}\\times$ max-neuron",
+                   "aggregate norm", "aggregate, linearized (seed 0)",
+                   "change of $\\langle h(x_{\\mathrm{test}}), h(x_1)\\rangle$"], rows)
     section.text(f"Fitted slopes against width: max-neuron deviation {s_max.slope:+.3f} "
-                 f"(theory -1/2 up to the sqrt(2 ln n) growth of a maximum over n neurons), "
-                 f"aggregate norm {s_agg.slope:+.3f} (theory 0). Individual neurons become lazy, "
-                 "the layer as a whole keeps moving by O(1), as its linearization predicts.")
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.loglog(widths, mx, "o-", label="max_i |h_t,i - h_0,i|")
-    ax.loglog(widths, ag, "s-", label="||h_t - h_0||_2")
-    ax.loglog(widths, mx[0] * np.sqrt(widths[0] / np.array(widths)), "k:", label="n^-1/2")
-    ax.set(xlabel="width n", ylabel="movement of the last hidden layer")
+                 f"(theory $-1/2$ up to the $\\sqrt{{2\\ln n}}$ growth of a maximum over $n$ "
+                 f"neurons), aggregate norm {s_agg.slope:+.3f} (theory 0). Individual neurons "
+                 "become lazy, the layer as a whole keeps moving by $O(1)$, as its linearization "
+                 "predicts.")
+    fig, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
+    ax.errorbar(widths, mx, yerr=mx_se, fmt="o-", color="C0", capsize=2,
+                label="$\\max_i |h_{t,i} - h_{0,i}|$")
+    ax.errorbar(widths, ag, yerr=ag_se, fmt="s-", color="C1", capsize=2,
+                label="$\\|h_t - h_0\\|_2$")
+    ax.plot(widths, mx[0] * np.sqrt(widths[0] / np.array(widths)), "k:", label="$n^{-1/2}$")
+    ax.set(xscale="log", yscale="log", xlabel="width $n$",
+           ylabel="movement of the last hidden layer")
+    ax.set_xticks(widths, [str(n) for n in widths])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=7)
-    section.figure(fig, "deep_ntk_movement", "Per-neuron against aggregate movement.")
+    section.figure(fig, "deep_ntk_movement", "Per-neuron against aggregate movement (mean and "
+                   f"standard error over {len(seeds)} seeds).")
 
 
 if __name__ == "__main__":

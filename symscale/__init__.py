@@ -9,7 +9,7 @@ Examples
 >>> import symscale as ss
 >>> V = ss.dual_kernel("erf")
 >>> print(V.latex())
-V_{\\mathrm{erf}}(q_{11}, q_{12}, q_{22}) = \\frac{2 \\operatorname{asin}{\\left(\\frac{2 q_{12}}{\\sqrt{2 q_{11} + 1} \\sqrt{2 q_{22} + 1}} \\right)}}{\\pi}
+V_{\\mathrm{erf}}(q_{11}, q_{12}, q_{22}) = \\frac{2 \\arcsin{\\left(\\frac{2 q_{12}}{\\sqrt{2 q_{11} + 1} \\sqrt{2 q_{22} + 1}} \\right)}}{\\pi}
 """
 
 from .activations import (

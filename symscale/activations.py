@@ -189,14 +189,20 @@ class Activation:
         return self.expr.free_symbols <= {X}
 
     def latex(self) -> str:
-        r"""LaTeX of phi(x), e.g. ``\max\left(0, x\right)``."""
-        from .printing import latex
+        r"""LaTeX of phi(x), e.g. ``\max\left(0, x\right)`` (floats that were made exact print
+        as decimals or the closed form they equal: ``3.16228``, ``\sqrt{10}``)."""
+        from .printing import latex, readable_numbers
 
-        return latex(self.expr)
+        return latex(readable_numbers(self.expr))
 
     def _repr_latex_(self) -> str:
-        """Notebook display: ``label(x) = phi(x)``."""
-        return r"$\mathrm{%s}(x) = %s$" % (self.label.replace("_", r"\_"), self.latex())
+        r"""Notebook display: ``\mathrm{name}(x) = phi(x)`` with the parameters after it."""
+        head = r"\mathrm{%s}(x) = %s" % (self.name.replace("_", r"\_"), self.latex())
+        if not self.parameters:
+            return f"${head}$"
+        params = ", ".join("%s = %s" % (_tex_name(k), _tex_parameter(v))
+                           for k, v in self.parameters)
+        return rf"${head} \quad \left({params}\right)$"
 
     def code(self, language: str = "c", name: str | None = None) -> str:
         """Source code of phi in ``language`` (``"c"``, ``"numpy"`` or ``"python"``)."""
@@ -462,7 +468,31 @@ def _builtin(name, template, doc, defaults=(), family=None, numpy_impl=None, num
 def _fmt(v) -> str:
     if isinstance(v, tuple):
         return "(" + ", ".join(_fmt(c) for c in v) + ")"
+    if isinstance(v, sp.Basic) and v.is_number:
+        from .printing import readable_number
+
+        return str(readable_number(v))  # 3.16228, not 31622776601683793/10**16
     return str(v)
+
+
+def _tex_name(name: str) -> str:
+    """``alpha`` as ``\\alpha``, ``s_plus`` as ``s_{+}``, other words upright."""
+    from .printing import latex
+
+    tex = latex(sp.Symbol(name))
+    return r"\mathrm{%s}" % name.replace("_", r"\_") if tex == name and len(name) > 1 else tex
+
+
+def _tex_parameter(v) -> str:
+    from .printing import latex, readable_number
+
+    if isinstance(v, tuple):
+        return r"\left(" + ", ".join(_tex_parameter(c) for c in v) + r"\right)"
+    if isinstance(v, Activation):
+        return r"\mathrm{%s}" % v.label.replace("_", r"\_")
+    if isinstance(v, sp.Basic):
+        return latex(readable_number(v) if v.is_number else v)
+    return r"\mathrm{%s}" % str(v).replace("_", r"\_")
 
 
 def _identifier(label: str) -> str:

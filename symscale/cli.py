@@ -4,7 +4,7 @@
 
     symscale list activations
     symscale derive hermite ACT --order N [--param NAME=VALUE ...] [--mean M] [--var V]
-                                          [--power P] [--latex | --code {c,numpy,python}]
+                                          [--power P] [--latex | --code LANG]
     symscale derive kernel ACT [--ntk] [--param NAME=VALUE ...] [--latex | --code LANG]
     symscale check kernel ACT [--ntk] [--param NAME=VALUE ...] [--samples N] [--seed S]
                               [--points K] [--n-sigma Z]
@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+
+from .printing import LANGUAGES
 
 __all__ = ["main", "run", "build_parser"]
 
@@ -102,7 +104,8 @@ def _activation_args(p):
 def _output_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--latex", action="store_true")
-    g.add_argument("--code", choices=["c", "numpy", "python"])
+    g.add_argument("--code", choices=LANGUAGES, metavar="LANG",
+                   help="source of the formula in LANG: " + ", ".join(LANGUAGES))
 
 
 def _int_option(low: int, high: int | None):

@@ -26,9 +26,8 @@ True
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
@@ -36,9 +35,11 @@ import numpy as np
 import symengine as se
 import sympy as sp
 
+from .errors import NoClosedFormError
 from .expressions import as_expression
 from .validation import check_int, check_random_state, check_real
-from .printing import BACKENDS, function_code, lambdify, latex
+from .printing import BACKENDS, function_code, lambdify, latex, readable_numbers
+from .sampling_check import CheckReport, CheckRow, sample_mean  # noqa: F401  (public here too)
 
 __all__ = ["Formula", "Variable", "CheckReport", "CheckRow", "sample_mean"]
 
@@ -208,7 +209,7 @@ class Formula:
         fields.update(changes)
         expr = fields.pop("expr")
         variables = fields.pop("variables")
-        return Formula(expr, variables, **fields)
+        return _derived(Formula(expr, variables, **fields), self, "replace", (), changes)
 
     # -- basic views ------------------------------------------------------------------------------
     @property
@@ -234,10 +235,73 @@ class Formula:
         head = r"\mathrm{%s}" % self.name.replace("_", r"\_")
         return f"{head}({args})" if args else head
 
-    def latex(self, lhs: bool = True) -> str:
-        """LaTeX of the formula, ``lhs = rhs`` by default."""
-        rhs = latex(self.expr)
+    def latex(self, lhs: bool = True, *, simplify: bool = True, numbers: str = "exact",
+              digits: int = 6, **settings) -> str:
+        r"""LaTeX of the formula, ``lhs = rhs`` by default, ready to paste into a paper.
+
+        Parameters
+        ----------
+        lhs : bool
+            Print ``lhs = rhs`` (default) or the right-hand side only.
+        simplify : bool
+            Print the canonical form (:meth:`canonical`: the simpler of the expression and its
+            ``sympy.simplify``); ``False`` prints the expression as built.
+        numbers : {"exact", "float"}
+            ``"exact"`` prints numbers as fractions and constants (a float, or a float made
+            exact such as ``31622776601683793/10**16``, becomes the short closed form it equals to
+            round-off, ``10 sqrt(10)``, or else a decimal of ``digits`` digits); ``"float"``
+            prints every numeric coefficient as a decimal of ``digits`` significant digits
+            (integers and exponents stay exact).
+        digits : int
+            Significant digits of decimals.
+        **settings
+            Passed to the LaTeX printer (any ``sympy.latex`` setting, e.g. ``mul_symbol="dot"``,
+            ``inv_trig_style="power"``).
+
+        Raises
+        ------
+        ValueError
+            Unknown ``numbers`` mode or ``digits`` < 1.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> V = ss.dual_kernel("erf")
+        >>> print(V.latex(lhs=False))
+        \frac{2 \arcsin{\left(\frac{2 q_{12}}{\sqrt{2 q_{11} + 1} \sqrt{2 q_{22} + 1}} \right)}}{\pi}
+        >>> print(V.latex(lhs=False, numbers="float", digits=3))
+        0.637 \arcsin{\left(\frac{2 q_{12}}{\sqrt{2 q_{11} + 1} \sqrt{2 q_{22} + 1}} \right)}
+        """
+        if numbers not in ("exact", "float"):
+            raise ValueError(f"numbers must be 'exact' or 'float', got {numbers!r}")
+        digits = check_int(digits, "digits", low=1)
+        expr = self.canonical() if simplify else self.expr
+        expr = (readable_numbers(expr, digits) if numbers == "exact"
+                else _float_numbers(expr, digits))
+        rhs = latex(expr, **settings)
         return f"{self.lhs} = {rhs}" if lhs else rhs
+
+    def canonical(self) -> sp.Expr:
+        """The simpler (by ``sympy.count_ops``) of the expression and its ``sympy.simplify``.
+
+        Bounded: expressions of more than :data:`SIMPLIFY_MAX_OPS` operations are returned as
+        they are (``simplify`` can take minutes on large sums). Cached.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> V = ss.dual_kernel("sign")
+        >>> V.expr
+        (-2*acos(q12/(sqrt(q11)*sqrt(q22))) + 2*pi)/(2*pi) - acos(q12/(sqrt(q11)*sqrt(q22)))/pi
+        >>> V.canonical()
+        (pi - 2*acos(q12/(sqrt(q11)*sqrt(q22))))/pi
+        """
+        cached = self._numeric_cache.get(("canonical",))
+        if cached is not None:
+            return cached
+        out = _canonical(self.expr)
+        self._numeric_cache[("canonical",)] = out
+        return out
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
@@ -250,26 +314,60 @@ class Formula:
         ----------
         backend : {"numpy", "mpmath", "math", "jax", "torch"}
             ``"numpy"`` is vectorized float64 (scipy for special functions); ``"mpmath"`` runs at
-            the current ``mpmath.mp.dps``; ``"jax"``/``"torch"`` need the optional extras.
+            the current ``mpmath.mp.dps``; ``"math"`` takes and returns Python floats;
+            ``"jax"``/``"torch"`` need the optional extras and return arrays/tensors of the
+            broadcast shape of the arguments. jax computes in float32 unless
+            ``jax.config.update("jax_enable_x64", True)`` was set (symscale does not change
+            jax's global configuration); torch keeps the arguments' floating dtype and takes
+            Python numbers as float64. A Meijer G, which no array library has, is evaluated
+            by mpmath per element (``jax.pure_callback``, so ``jax.jit`` works).
+
+        Returns
+        -------
+        callable
+            Cached per backend. The jax and torch functions differentiate with the Formula's
+            closed-form derivatives (a ``jax.custom_jvp``, a ``torch.autograd.Function``; see
+            :mod:`symscale.gradients`), not through the stable expression, so gradients are
+            right and finite at the boundary of the domain where the function is
+            differentiable (correlation +-1 of a ReLU kernel), ``inf`` (not NaN) where it is
+            not; higher derivatives work the same way.
 
         Raises
         ------
         ImportError
             The optional backend is not installed (the message says what to install).
         ValueError
-            Unknown backend.
+            Unknown backend (the message lists the backends).
+        NoClosedFormError
+            The expression has a function the backend cannot evaluate (the message names the
+            function and the backends that can).
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> V = ss.dual_kernel("relu")
+        >>> V.numeric("math")(1.0, 0.5, 1.0)
+        0.3044988905...
+
+        With jax installed (float64 needs ``jax_enable_x64``), the gradient at rho = 1 is the
+        step kernel's value there::
+
+            jax.config.update("jax_enable_x64", True)
+            jax.grad(V.numeric("jax"), argnums=1)(1.0, 1.0, 1.0)    # 0.5
         """
-        fn = self._numeric_cache.get(backend)
+        fn = self._numeric_cache.get(backend) if isinstance(backend, str) else None
         if fn is not None:
             return fn
         target = self.stable_expr if self.stable_expr is not None else self.expr
         if backend not in BACKENDS:
-            raise ValueError(
-                f"backend must be one of numpy, mpmath, math, jax, torch; got {backend!r}"
-            )
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         if backend in _OPTIONAL_BACKENDS:
             _require(backend)
         fn = lambdify(self.symbols, target, backend, cse=True)
+        if backend in _OPTIONAL_BACKENDS:
+            from .gradients import differentiable
+
+            fn = differentiable(fn, self, backend)
         self._numeric_cache[backend] = fn
         return fn
 
@@ -401,11 +499,12 @@ class Formula:
                 inner_domain({**{k: np.asarray(v, dtype=float) for k, v in fixed.items()},
                               **point})
 
-        return Formula(
+        out = Formula(
             self.expr.xreplace(by_sym), keep, name=self.name, description=self.description,
             stable_expr=None if self.stable_expr is None else self.stable_expr.xreplace(by_sym),
             sampler=sampler, point_sampler=point_sampler, aliases=self.aliases, domain=domain,
         )
+        return _derived(out, self, "subs", (values,), {"point_sampler": point_sampler})
 
     def diff(self, variable, name: str | None = None) -> "Formula":
         """Derivative with respect to a variable (its name or symbol), keeping the domain.
@@ -424,16 +523,78 @@ class Formula:
         >>> float(dV(1.0, 1.0, 1.0)), dV.name     # the step kernel, 1/2 at rho = 1
         (0.5, "V[relu']")
         """
+        sym = self._variable_symbol(variable)
+        if sym.name in self.derivatives:
+            out = self.derivatives[sym.name]()
+            return out if name is None else out.replace(name=name)
+        return self._diff_expression(sym, name)
+
+    def _diff_expression(self, sym, name: str | None = None) -> "Formula":
+        """The derivative of the expression: canonical form, with a floating-point stable form
+        (:func:`symscale.gradients.stable_form`) and the value 0 at 0 of an even function."""
+        from .gradients import even_at_zero, stable_form
+
+        simple = even_at_zero(self.expr, sym, _canonical(sp.diff(self.expr, sym)))
+        stable = stable_form(simple)
+        out = Formula(simple, self.variables, name=name or f"d{self.name}",
+                      description=f"derivative of {self.name} in {sym.name}",
+                      stable_expr=None if stable == simple else stable, aliases=self.aliases,
+                      domain=self.domain)
+        return _derived(out, self, "diff", (sym.name,), {"name": name})
+
+    def simplify(self) -> "Formula":
+        """The same Formula with its canonical expression (:meth:`canonical`).
+
+        The value does not change, so the stable form, sampler, domain and derivatives are kept.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> V = ss.dual_kernel("sign").simplify()
+        >>> V.expr, V.sampler is not None
+        ((pi - 2*acos(q12/(sqrt(q11)*sqrt(q22))))/pi, True)
+        """
+        return self.replace(expr=self.canonical())
+
+    def series(self, variable, x0=0, n: int = 3, name: str | None = None) -> "Formula":
+        """Taylor series in one variable about ``x0`` up to (excluding) order ``n``.
+
+        A truncated series is a different function, so the result has no sampler and no stable
+        form; the domain is kept.
+
+        Raises
+        ------
+        TypeError
+            ``variable`` is not one of the variables.
+        ValueError
+            ``n`` < 1.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> S = ss.dual_kernel("erf").subs(q11=1, q22=1).series("q12", 0, 4)
+        >>> S.expr
+        8*q12**3/(81*pi) + 4*q12/(3*pi)
+        """
+        n = check_int(n, "n", low=1)
+        sym = self._variable_symbol(variable)
+        x0 = as_expression(x0, "x0")
+        expr = sp.series(self.expr, sym, x0, n).removeO()
+        # expanded, so the terms read as powers of the variable
+        out = Formula(sp.expand(expr), self.variables, name=name or f"{self.name}_series",
+                      description=f"order-{n} series of {self.name} in {sym} about {x0}",
+                      aliases=self.aliases, domain=self.domain)
+        return _derived(out, self, "series", (sym.name, x0, n), {"name": name})
+
+    def _variable_symbol(self, variable) -> sp.Symbol:
         variable = variable.name if isinstance(variable, sp.Symbol) else variable
+        if not isinstance(variable, str):
+            raise TypeError(f"{self.name}: a variable is given by name or symbol, got {variable!r}")
         variable = next(iter(self._renamed({variable: None})))
         sym = {v.name: v.symbol for v in self.variables}.get(variable)
         if sym is None:
             raise TypeError(f"{self.name} has no variable {variable!r}; variables: {self.names}")
-        if variable in self.derivatives:
-            out = self.derivatives[variable]()
-            return out if name is None else out.replace(name=name)
-        return Formula(sp.diff(self.expr, sym), self.variables, name=name or f"d{self.name}",
-                       aliases=self.aliases, domain=self.domain)
+        return sym
 
     def expand(self) -> "Formula":
         """Expanded expression, computed with symengine (much faster on large polynomials)."""
@@ -443,11 +604,45 @@ class Formula:
 
     # -- code -------------------------------------------------------------------------------------
     def code(self, language: str = "c", name: str | None = None) -> str:
-        """Source code of a function of the variables (``"c"``, ``"numpy"`` or ``"python"``).
+        """Source code of a function of the variables, from the stable expression.
 
-        The C version is a self-contained C99 function of doubles (compile with ``-lm``).
+        Parameters
+        ----------
+        language : str
+            One of :data:`symscale.printing.LANGUAGES`: ``"c"`` (a self-contained C99
+            function of doubles, compile with ``-lm``), ``"numpy"``, ``"python"``, ``"jax"``,
+            ``"torch"`` (array code using those libraries only), and through sympy's printers
+            ``"cxx"``, ``"fortran"``, ``"julia"``, ``"octave"``, ``"rust"``,
+            ``"javascript"``, ``"r"`` (see :mod:`symscale.codegen`).
+        name : str, optional
+            Function name; default: the Formula's name made an identifier.
+
+        Raises
+        ------
+        ValueError
+            Unknown language (the message lists them) or a name that is not an identifier.
+        NoClosedFormError
+            The language has no implementation of a function of the Formula (a Meijer G
+            outside numpy/Python, ``erf`` in Rust or JavaScript): the message names it and
+            the languages that can print the Formula.
+
+        Examples
+        --------
+        >>> import symscale as ss
+        >>> print(ss.dual_kernel("exp").code("javascript"))
+        function V_exp(q11, q12, q22) {
+            return Math.exp((1/2)*q11 + q12 + (1/2)*q22);
+        }
         """
         target = self.stable_expr if self.stable_expr is not None else self.expr
+        if _callbacks(target) and not _callbacks(self.expr):
+            target = self.expr  # e.g. log-space Meijer G: the textbook meijerg prints
+        callbacks = sorted(_callbacks(target))
+        if callbacks:
+            raise NoClosedFormError(
+                f"{', '.join(callbacks)} in {self.name} cannot be printed as {language} code: "
+                "it is evaluated by a Python callback of symscale; use formula.numeric(backend) "
+                "with backend numpy, mpmath or math")
         fname = name or _identifier(self.name)
         return function_code(target, self.symbols, fname, language)
 
@@ -513,110 +708,6 @@ class Formula:
         return CheckReport(self.name, tuple(rows), n_sigma)
 
 
-def sample_mean(draw, n_samples: int, rng: np.random.Generator, *, batch_size: int = 200_000):
-    """Streaming mean and standard error of ``draw(n, rng)`` over ``n_samples`` samples.
-
-    Batches are combined with Chan's parallel update, so memory stays at one batch and the
-    variance has no catastrophic cancellation.
-    """
-    count, mean, m2 = 0, 0.0, 0.0
-    while count < n_samples:
-        n = min(batch_size, n_samples - count)
-        x = np.asarray(draw(n, rng), dtype=float).reshape(-1)
-        if x.shape[0] != n:
-            raise ValueError(f"sampler returned {x.shape[0]} samples, expected {n}")
-        if not np.all(np.isfinite(x)):
-            raise FloatingPointError("sampler produced non-finite samples")
-        bm = float(x.mean())
-        bm2 = float(np.sum((x - bm) ** 2))
-        delta = bm - mean
-        total = count + n
-        mean += delta * n / total
-        m2 += bm2 + delta**2 * count * n / total
-        count = total
-    var = m2 / (count - 1)
-    return mean, math.sqrt(var / count)
-
-
-@dataclass(frozen=True)
-class CheckRow:
-    """One point of a sampling check."""
-
-    point: dict
-    value: float
-    estimate: float
-    stderr: float
-    z: float
-    passed: bool
-    n_samples: int
-
-    @classmethod
-    def make(cls, point, value, estimate, stderr, n_samples, n_sigma):
-        diff = estimate - value
-        if not math.isfinite(value):
-            z, ok = math.inf, False
-        elif stderr > 0:
-            z = diff / stderr
-            ok = abs(z) <= n_sigma
-        else:  # a deterministic quantity: the only tolerance is floating-point round-off
-            z = 0.0 if diff == 0 else math.copysign(math.inf, diff)
-            ok = False
-        # the mean of n equal floats is itself rounded: a standard error below round-off
-        # (e.g. 1e-19 for a constant 0.1) must not turn a correct value into a failure
-        ok = ok or (math.isfinite(value) and abs(diff) <= 1e-12 * (1 + abs(value)))
-        if ok and not math.isfinite(z):
-            z = 0.0
-        return cls(point, value, estimate, stderr, z, ok, n_samples)
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """Result of :meth:`Formula.check`: one row per point; ``passed`` if every row passed."""
-
-    name: str
-    rows: tuple = field(default_factory=tuple)
-    n_sigma: float = 5.0
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.rows) and all(r.passed for r in self.rows)
-
-    @property
-    def max_abs_z(self) -> float:
-        return max((abs(r.z) for r in self.rows), default=0.0)
-
-    def table(self, fmt: str = "markdown") -> str:
-        """The rows as a markdown (``"markdown"``) or fixed-width (``"text"``) table."""
-        head = ["point", "formula", "Monte Carlo", "std. error", "z", "pass"]
-        body = [
-            [
-                ", ".join(f"{k}={v:.4g}" for k, v in r.point.items()) or "-",
-                f"{r.value:.10g}",
-                f"{r.estimate:.10g}",
-                f"{r.stderr:.3g}",
-                f"{r.z:+.2f}",
-                "yes" if r.passed else "NO",
-            ]
-            for r in self.rows
-        ]
-        if fmt == "markdown":
-            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            lines += ["| " + " | ".join(row) + " |" for row in body]
-            return "\n".join(lines)
-        if fmt == "text":
-            widths = [max(len(x) for x in col) for col in zip(head, *body)]
-            fmt_row = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths))  # noqa: E731
-            return "\n".join([fmt_row(head)] + [fmt_row(r) for r in body])
-        raise ValueError(f"fmt must be 'markdown' or 'text', got {fmt!r}")
-
-    def __str__(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
-        return f"check {self.name}: {verdict} (|z| <= {self.n_sigma:g})\n{self.table('text')}"
-
-    def _repr_markdown_(self) -> str:
-        return self.table("markdown")
-
-
 def _as_variable(v) -> Variable:
     if isinstance(v, Variable):
         return v
@@ -629,6 +720,61 @@ def _as_variable(v) -> Variable:
 
 def _free(expr):
     return set() if expr is None else as_expression(expr, "expr").free_symbols
+
+
+def _callbacks(expr) -> set:
+    """Names of the functions in ``expr`` that only a Python callback evaluates (``_imp_``)."""
+    return {type(f).__name__ for f in expr.atoms(sp.Function) if hasattr(type(f), "_imp_")}
+
+
+def _derived(out: "Formula", parent: "Formula", method: str, args: tuple, kwargs: dict):
+    """``out`` = ``parent.method(*args, **kwargs)``: pickles as that call when the parent has a
+    recipe (its sampler and domain are local functions that pickle cannot send)."""
+    if parent._recipe is not None:
+        object.__setattr__(out, "_recipe", (_rebuild, (parent, method, args, kwargs)))
+    return out
+
+
+def _rebuild(parent: "Formula", method: str, args: tuple, kwargs: dict) -> "Formula":
+    """Unpickle a derived Formula by repeating the call that made it."""
+    return getattr(parent, method)(*args, **kwargs)
+
+
+#: :meth:`Formula.canonical` leaves larger expressions as they are (bounds the work).
+SIMPLIFY_MAX_OPS = 150
+
+
+def _canonical(expr):
+    """The simpler of ``expr`` and ``sympy.simplify(expr)``, bounded by SIMPLIFY_MAX_OPS."""
+    n = sp.count_ops(expr)
+    # Meijer-G: simplify tries hyperexpansions that can run for minutes
+    if n > SIMPLIFY_MAX_OPS or expr.has(sp.meijerg):
+        return expr
+    out = sp.simplify(expr)
+    return out if sp.count_ops(out) < n else expr
+
+
+def _float_numbers(expr, digits):
+    """Every numeric coefficient as a decimal of ``digits`` digits; integers and exponents exact."""
+    def dec(x):
+        return x if x.is_Integer else sp.Float(x.evalf(digits + 3), digits)
+
+    def walk(e):
+        if not isinstance(e, sp.Expr) or e.is_Atom and not e.is_number:
+            return e
+        if e.is_number:
+            return dec(e) if e.is_real else e
+        if e.is_Pow:
+            exp = e.exp if e.exp.is_Rational else walk(e.exp)
+            return sp.Pow(walk(e.base), exp)
+        if e.is_Mul or e.is_Add:
+            num = [a for a in e.args if a.is_number]
+            rest = [walk(a) for a in e.args if not a.is_number]
+            head = dec(e.func(*num)) if num else None
+            return e.func(*([head] if head is not None else []), *rest)
+        return e.func(*[walk(a) for a in e.args])
+
+    return walk(expr)
 
 
 def _identifier(name: str) -> str:

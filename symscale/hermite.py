@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import mpmath
 import numpy as np
@@ -157,13 +157,23 @@ class HermiteExpansion:
         head = r"\mathrm{%s}\left(%s\right)" % (self.activation.label.replace("_", r"\_"), arg)
         if self.power != 1:
             head = r"\left(%s\right)^{%d}" % (head, self.power)
-        terms = []
+        body = ""
         for k, c in enumerate(self.coefficients):
             if c == 0:
                 continue
-            cl = latex(c) if self.exact else mpmath.nstr(c, 12)
-            terms.append(r"\left(%s\right) He_{%d}(z)" % (cl, k))
-        return head + " = " + (" + ".join(terms) or "0") + r" + \dots"
+            negative = bool(c < 0) if (not self.exact or c.is_real) else False
+            mag = -c if negative else c
+            if self.exact:
+                cl = latex(mag)
+                # a sum or a symbolic coefficient keeps its parentheses; numbers don't need them
+                if not (mag.is_number and (mag.is_Mul or mag.is_Atom or mag.is_Pow)):
+                    cl = r"\left(%s\right)" % cl
+            else:
+                cl = latex(sp.Float(mpmath.nstr(mag, 12), 12))  # 1.2 \cdot 10^{-47}, not 1.2e-47
+            cl = "" if cl == "1" else cl + " "
+            sign = ("- " if negative else "") if not body else (" - " if negative else " + ")
+            body += r"%s%s\mathrm{He}_{%d}(z)" % (sign, cl, k)
+        return head + " = " + (body or "0") + r" + \dots"
 
     def formulas(self) -> list[Formula]:
         """One :class:`~symscale.Formula` per coefficient, each with a Monte Carlo sampler."""
@@ -176,10 +186,8 @@ class HermiteExpansion:
         for k, c in enumerate(self.coefficients):
             value = c if self.exact else sp.Float(str(c), self.dps)
 
-            def sampler(point, n, rng, k=k):
-                z = rng.standard_normal(n)
-                return act(mean_f + sd * z) ** p * hermite_he(k, z) / math.factorial(k)
-
+            # a partial of a module-level function, so the Formula pickles
+            sampler = partial(_coefficient_sample, act, mean_f, sd, p, k)
             out.append(Formula(value, (), name=f"c_{k}[{act.label}]", sampler=sampler,
                                lhs=f"c_{{{k}}}"))
         return out
@@ -196,6 +204,12 @@ class HermiteExpansion:
                                       n_samples, n_sigma))
         return CheckReport(f"Hermite coefficients of {self.activation.label}", tuple(rows),
                            n_sigma)
+
+
+def _coefficient_sample(act, mean, sd, power, k, point, n, rng):
+    """Samples of phi(mean + sd Z)^power He_k(Z)/k!, whose mean is the k-th coefficient."""
+    z = rng.standard_normal(n)
+    return act(mean + sd * z) ** power * hermite_he(k, z) / math.factorial(k)
 
 
 @renamed_arguments(act="activation")

@@ -52,6 +52,7 @@ from .activations import Activation, as_activation
 from .netsor.network import sample_network, width_names
 from .netsor.program import Program
 from .validation import check_array, check_int, check_real
+from .display import ResultDisplay
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
            "linearized_movement", "model_ntk"]
@@ -278,7 +279,7 @@ def _diverged(step: int, lr: float) -> FloatingPointError:
 
 
 @dataclass(frozen=True, eq=False)
-class FeatureMovement:
+class FeatureMovement(ResultDisplay):
     """Movement of the last hidden layer on the evaluation inputs, per recorded step.
 
     Attributes
@@ -311,7 +312,7 @@ class FeatureMovement:
 
 
 @dataclass(frozen=True, eq=False)
-class TrainingRun:
+class TrainingRun(ResultDisplay):
     """Result of :func:`train_gd`.
 
     Attributes

@@ -305,7 +305,7 @@ BAD_ARGUMENTS = {
     "no exact hermite": (["derive", "hermite", "tanh", "--order", "2"], "tanh"),
     "malformed param": (["derive", "kernel", "relu", "--param", "alpha"], "NAME=VALUE"),
     "latex and code": (["derive", "kernel", "relu", "--latex", "--code", "c"], "--code"),
-    "unknown language": (["derive", "kernel", "relu", "--code", "fortran"], "fortran"),
+    "unknown language": (["derive", "kernel", "relu", "--code", "cobol"], "cobol"),
     "unknown command": (["frobnicate"], "frobnicate"),
     "no command": ([], "command"),
     "power zero": (["derive", "hermite", "relu", "--order", "2", "--power", "0"], "--power"),
@@ -667,3 +667,13 @@ def test_commas_inside_parentheses_do_not_split_a_value(capsys):
                              "--var", "Max(1/4, 1/9)")
     assert code == 0, err
     assert sp.simplify(parse_coefficients(out)[0] - 1 / (2 * sp.sqrt(2 * sp.pi))) == 0
+
+
+@pytest.mark.parametrize("language", ["rust", "julia", "fortran"])
+def test_derive_code_reaches_every_printer(language, capsys):
+    from symscale.printing import LANGUAGES
+
+    assert language in LANGUAGES
+    assert main(["derive", "kernel", "erf", "--code", language]) == 0
+    out = capsys.readouterr().out
+    assert "V_erf" in out

@@ -555,7 +555,7 @@ def test_check_report_tables():
     assert md[1] == "|---|---|---|---|---|---|"
     assert len(md) == 2 + 3
     for line, row in zip(md[2:], report.rows):
-        assert line.startswith(f"| s={row.point['s']:.4g} | ")
+        assert line.startswith(f"| $s = {row.point['s']:.4g}$ | ")  # LaTeX for reports
         assert line.endswith(" | yes |")
         assert f"{row.value:.10g}" in line
     assert report.table() == report.table("markdown") == report._repr_markdown_()
@@ -685,7 +685,7 @@ def test_c_code_function_name():
     with pytest.raises(ValueError, match="identifier"):
         V.code("c", name="not valid")
     with pytest.raises(ValueError, match="language"):
-        V.code("rust")
+        V.code("cobol")
 
 
 def test_c_code_uses_stable_expression():

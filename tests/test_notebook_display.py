@@ -13,7 +13,7 @@ def test_latex_displays():
     assert shown.startswith("$") and shown.endswith("$") and act.latex() in shown
     assert r"leaky\_relu" in shown                      # no bare underscore in math mode
     H = ss.hermite_coefficients("relu", 3)
-    assert H._repr_latex_() == f"${H.latex()}$" and "He_{" in H._repr_latex_()
+    assert H._repr_latex_() == f"${H.latex()}$" and r"\mathrm{He}_{" in H._repr_latex_()
     M = ss.mehler_series("relu", 3)
     assert M._repr_latex_() == f"${M.latex()}$" and r"\rho" in M._repr_latex_()
 

@@ -118,7 +118,7 @@ def test_function_code_numpy_and_python_headers():
 
 def test_function_code_unknown_language():
     with pytest.raises(ValueError, match="language"):
-        function_code(x, (x,), "f", "fortran")
+        function_code(x, (x,), "f", "cobol")
 
 
 @pytest.mark.parametrize("name", ["1f", "my func", "f-g", "", "a.b"])

@@ -136,7 +136,7 @@ def test_failed_flag(tmp_path, passing_check, failing_check):
 
 def test_write_index_when_passed(tmp_path, relu_kernel, passing_check):
     rep = Report(tmp_path, title="Custom title")
-    rep.section("First").text("alpha")
+    rep.section("First").text("first words")
     rep.section("Second").formula(relu_kernel, passing_check)
     path = rep.write_index()
     assert path == tmp_path / "index.md"
@@ -144,7 +144,7 @@ def test_write_index_when_passed(tmp_path, relu_kernel, passing_check):
     assert text.startswith("# Custom title\n")
     assert "**Status: every sampling check passed.**" in text
     assert "FAILED" not in text
-    assert text.index("## First") < text.index("alpha") < text.index("## Second")
+    assert text.index("## First") < text.index("first words") < text.index("## Second")
     assert relu_kernel.latex() in text
 
 
@@ -513,3 +513,208 @@ def test_reproduce_repository_derivations(tmp_path):
     assert "every sampling check passed" in index.read_text(encoding="utf-8")
     png = tmp_path / "figures" / "dual_kernels.png"
     assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+# -- lint: LaTeX labels, never Python ------------------------------------------------------------
+
+from symscale.report import lint_figure, lint_label, lint_text  # noqa: E402
+
+# (bad, good): each bad form breaks one rule, the good form is its LaTeX spelling
+RULE_CASES = {
+    "python power": ("growth like n**2", "growth like $n^2$"),
+    "python product": ("a*b of the two", "$ab$ of the two"),
+    "spaced product": ("c * D_eff over rho", "$c\\,D_{\\mathrm{eff}}/\\rho^2$"),
+    "sqrt": ("noise floor 2 sqrt(d/n)", "noise floor $2\\sqrt{d/n}$"),
+    "caret": ("slope n^-1/2", "slope $n^{-1/2}$"),
+    "caret squared": ("overlap^2", "$\\mathrm{overlap}^2$"),
+    "greek word": ("rho0 = 0.5", "$\\rho_0 = 0.5$"),
+    "greek capital": ("L (Theta-bar - 1/4)", "$L\\,(\\bar\\Theta - 1/4)$"),
+    "greek in ratio": ("d log Z/d tau", "$d\\log Z/d\\tau$"),
+    "greek subscript": ("lambda_n at L=1", "$\\lambda_n$ at $L = 1$"),
+    "latex outside math": ("\\rho at t = 1", "$\\rho$ at $t = 1$"),
+    "star in math": ("$1/(3*\\pi)$", "$\\frac{1}{3\\pi}$"),
+    "power in math": ("$x**2$", "$x^{2}$"),
+    "double sign in math": ("$d\\rho = b\\,dt + - (\\rho - 1) dW$",
+                            "$d\\rho = b\\,dt - (\\rho - 1)\\,dW$"),
+    "long number": ("s=31622776601683793/1000000000000000", "$s = 3.16 \\times 10^{1}$"),
+    "mathtext": ("$\\frac{1}{3\\pi$", "$\\frac{1}{3\\pi}$"),
+    "mathtext command": ("$\\mathcal N(0, 1)$", "$\\mathcal{N}(0, 1)$"),
+    "odd dollar": ("costs $5 here", "costs 5 dollars here"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_CASES))
+def test_lint_text_each_rule_catches_the_bad_form_and_passes_the_good(rule):
+    bad, good = RULE_CASES[rule]
+    with pytest.raises(ValueError) as exc:
+        lint_text(bad, "where-tag")
+    assert str(exc.value).startswith("where-tag: ") and repr(bad) in str(exc.value)
+    lint_text(good)
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_CASES))
+def test_lint_label_each_rule_catches_the_bad_form_and_passes_the_good(rule):
+    bad, good = RULE_CASES[rule]
+    with pytest.raises(ValueError, match="x label"):
+        lint_label(bad, "x label")
+    lint_label(good)
+
+
+@pytest.mark.parametrize("text", [
+    "the pipeline is spiritual",            # 'pi' inside words
+    "sigmoid, tanh and leaky_relu",         # names that contain Greek letters
+    "alphabetical betas",                   # plural / longer words
+    "**Status** and *emphasis* stay markdown",
+    "*(00_x.py, 1.2 s, quick mode)*",
+    "3× faster, |z| ≤ 5, 0.912 ± 0.010",
+    "code `x**2 * rho` and\n```\nsqrt(tau) ** 2\n```\nare exempt",
+    "$\\rho^*$ and $n^{*}$ are fixed points",  # a superscript star is LaTeX
+    "$c_{+} - c_{-}$ and $s_+ - s_-$",
+    "scripts NN_*.py",
+    "escaped \\$ sign",
+])
+def test_lint_text_passes_prose(text):
+    lint_text(text)
+
+
+def test_lint_display_math_is_left_to_the_markdown_renderer():
+    cases = "$$f = \\begin{cases} 1 & x > 0 \\\\ 0 & x \\leq 0 \\end{cases}$$"
+    lint_text(cases)  # MathJax/KaTeX render it; mathtext would not
+    with pytest.raises(ValueError, match="mathtext"):
+        lint_text(cases.replace("$$", "$"))
+    with pytest.raises(ValueError, match="inside math"):
+        lint_text("$$x**2$$")
+
+
+def test_lint_bad_types():
+    with pytest.raises(TypeError, match="text must be a string"):
+        lint_text(3)
+    with pytest.raises(TypeError, match="label must be a string"):
+        lint_label(None)
+
+
+def _figure_with(**labels):
+    fig, ax = plt.subplots(figsize=(3, 2), layout="constrained")
+    ax.plot([1, 2], [1, 2], label=labels.get("legend", "$n$"))
+    ax.legend()
+    ax.set(xlabel=labels.get("xlabel", "width $n$"), ylabel=labels.get("ylabel", "$y$"),
+           title=labels.get("title", ""))
+    if "text" in labels:
+        ax.text(1.5, 1.5, labels["text"])
+    return fig
+
+
+@pytest.mark.parametrize("where", ["legend", "xlabel", "ylabel", "title", "text"])
+def test_lint_figure_walks_every_label(where):
+    bad = _figure_with(**{where: "rho0 = 0.5"})
+    try:
+        with pytest.raises(ValueError, match="rho0 = 0.5"):
+            lint_figure(bad, "figure 'f'")
+    finally:
+        plt.close(bad)
+    good = _figure_with(**{where: "$\\rho_0 = 0.5$"})
+    lint_figure(good)
+    plt.close(good)
+
+
+def test_lint_figure_ignores_tick_labels():
+    fig = _figure_with()
+    fig.axes[0].set_xticks([1, 2], ["rho**2", "tau"])
+    lint_figure(fig)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("kind", ["imshow", "pcolormesh"])
+def test_lint_figure_needs_a_colour_bar_on_every_image(kind):
+    fig, ax = plt.subplots(figsize=(3, 2), layout="constrained")
+    im = getattr(ax, kind)([[0.0, 1.0], [1.0, 0.0]])
+    with pytest.raises(ValueError, match="without a colour bar"):
+        lint_figure(fig)
+    cb = fig.colorbar(im, ax=ax, label="value, rho")
+    with pytest.raises(ValueError, match="colour bar.*rho"):  # its label is linted too
+        lint_figure(fig)
+    cb.set_label("value $v$")
+    lint_figure(fig)
+    plt.close(fig)
+
+
+def test_lint_figure_accepts_one_colour_bar_for_images_on_one_scale():
+    fig, axes = plt.subplots(1, 3, figsize=(6, 2), layout="constrained")
+    ims = [ax.imshow([[0.0, 1.0]], cmap="RdBu_r", vmin=-1, vmax=1) for ax in axes]
+    fig.colorbar(ims[-1], ax=list(axes))
+    lint_figure(fig)
+    ims[0].set_clim(0, 2)  # another scale: the shared bar no longer describes it
+    with pytest.raises(ValueError, match="axes 0 shows an image"):
+        lint_figure(fig)
+    plt.close(fig)
+
+
+def _two_panels(layout):
+    fig, axes = plt.subplots(1, 2, figsize=(4, 2.5), layout=layout)
+    for ax in axes:
+        ax.plot([1, 1000], [1e-3, 1e3])
+        ax.set_ylabel("a long label of the error measure", fontsize=11)
+        ax.set_yscale("log")
+    return fig
+
+
+def test_lint_figure_refuses_labels_that_overlap_another_panel():
+    crowded = _two_panels(None)
+    try:
+        with pytest.raises(ValueError, match="axes 0 .* and axes 1 .* overlap"):
+            lint_figure(crowded, "figure 'crowded'")
+    finally:
+        plt.close(crowded)
+    spaced = _two_panels("constrained")
+    lint_figure(spaced)
+    plt.close(spaced)
+
+
+def test_lint_figure_allows_insets_and_twins():
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.plot([0, 1], [0, 1])
+    ax.set(xlabel="$x$", ylabel="$y$")
+    inset = ax.inset_axes([0.55, 0.1, 0.4, 0.35])
+    inset.plot([0, 1], [1, 0])
+    inset.set_title("detail")
+    inset.set_xlabel("rho")  # an inset's labels are linted like any other
+    with pytest.raises(ValueError, match="axes 0 inset 0 x label"):
+        lint_figure(fig)
+    inset.set_xlabel("$\\rho$")
+    twin = ax.twinx()
+    twin.set_ylabel("$z$")
+    lint_figure(fig)
+    plt.close(fig)
+
+
+def test_section_text_table_note_and_caption_are_linted(tmp_path, relu_kernel):
+    rep = Report(tmp_path)
+    sec = rep.section("Linted")
+    with pytest.raises(ValueError, match="text of section 'Linted'.*'beta = 2'"):
+        sec.text("beta = 2")
+    with pytest.raises(ValueError, match="table cell.*mean rho"):
+        sec.table(["simulation", "mean rho"], [["chain", "0.5"]])
+    with pytest.raises(ValueError, match="note of"):
+        sec.formula(relu_kernel, note="x**2 growth")
+    with pytest.raises(ValueError, match="section title"):
+        rep.section("sqrt(n) scaling")
+    assert sec.parts == []
+    fig = small_figure()
+    with pytest.raises(ValueError, match="caption of figure 'cap'"):
+        sec.figure(fig, "cap", "n^-1/2 decay")
+    plt.close(fig)
+    sec.text("$\\beta = 2$")
+    sec.table(["simulation", "mean of $\\rho$"], [["chain", "0.5"]])
+    assert len(sec.parts) == 2
+
+
+def test_section_figure_lints_before_saving(tmp_path):
+    sec = Report(tmp_path).section("Figures")
+    fig = small_figure()
+    fig.axes[0].set_ylabel("||Theta-bar - (3/4 I + 1/4 11^T)||")
+    try:
+        with pytest.raises(ValueError, match="figure 'bad', axes 0 y label"):
+            sec.figure(fig, "bad")
+    finally:
+        plt.close(fig)
+    assert not (tmp_path / "figures" / "bad.png").exists() and sec.parts == []

@@ -2,6 +2,7 @@ r"""Cumulant propagation: estimate :math:`\mathbb E_{X\sim\mathcal N(0,I)}[M(X)]
 random MLP :math:`M` with far fewer FLOPs than sampling.
 
 Layers: :mod:`~symscale.cumulants.diagrams` (the symbolic diagram sums),
+:mod:`~symscale.cumulants.diagram_formulas` (diagrams and step sums as checkable Formulas),
 :mod:`~symscale.cumulants.wick` (Wick coefficients and the ReLU closed forms),
 :mod:`~symscale.cumulants.state` (tracked cumulants, the exact linear step),
 :mod:`~symscale.cumulants.nonlinear` (the diagram-sum step), :mod:`~symscale.cumulants.propagate`
@@ -13,6 +14,8 @@ its disk cache is :mod:`~symscale.cumulants.cache`), :mod:`~symscale.cumulants.s
 """
 
 from .diagrams import Diagram, diagram_counts, diagrams, pattern_in_power_cumulants
+from .diagram_formulas import (cumulant_point, diagram_formula, power_cumulant_formula,
+                               step_formula, step_formulas)
 from .reference import GroundTruthCacheError, GroundTruthCacheWarning, ground_truth
 from .sampling import MonteCarloResult, monte_carlo
 from .network import RandomMLP, random_mlp
@@ -25,6 +28,8 @@ from .wick import wick_table
 __all__ = ["RandomMLP", "random_mlp", "MonteCarloResult", "monte_carlo", "ground_truth",
            "mse_over_var", "monte_carlo_mse_over_var", "GroundTruthCacheWarning",
            "GroundTruthCacheError", "Diagram", "diagrams", "diagram_counts", "pattern_in_power_cumulants",
+           "diagram_formula", "power_cumulant_formula", "step_formula", "step_formulas",
+           "cumulant_point",
            "Propagation", "propagate", "VARIANTS", "SweepTable", "sweep", "plot_mse_vs_flops",
            "plot_mse_vs_width", "plot_mse_vs_depth", "TailEstimate", "tail_probability",
            "wick_table"]

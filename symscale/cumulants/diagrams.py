@@ -149,13 +149,23 @@ class Diagram:
         """LaTeX of the term."""
         return sp.latex(self.expr())
 
-    def formula(self):
-        """The term as a :class:`~symscale.Formula` in its Wick and cumulant symbols.
+    def formula(self, activation=None):
+        """The term as a :class:`~symscale.Formula`.
 
-        Its sampler draws a two-neuron non-Gaussian vector only for the leading covariance term;
-        the sum of all terms is what is checked against sampling (see the tests), so the
-        Formula here carries LaTeX and code, not a check.
+        Without ``activation``: in bare Wick symbols ``w_{i}^{(k,p)}`` and cumulant symbols, for
+        LaTeX and code only (no sampler). With ``activation``:
+        :func:`~symscale.cumulants.diagram_formulas.diagram_formula`, the value in the means,
+        standard deviations and cumulant entries with a Monte Carlo sampler, so ``.check()``
+        works.
+
+        >>> d = diagrams((1, 1), cap=3)[1]
+        >>> d.formula().sampler is None, d.formula("relu").names
+        (True, ('mu_i', 'sigma_i', 'mu_j', 'sigma_j', 'kappa_ij'))
         """
+        if activation is not None:
+            from .diagram_formulas import diagram_formula
+
+            return diagram_formula(self, activation)
         from ..formula import Formula
 
         e = self.expr()

@@ -46,6 +46,7 @@ from ..validation import check_bool, check_choice, check_int
 from .network import _check_mlp
 from .nonlinear import _check_cumulants, nonlinear_step
 from .state import Cumulants, Tracking, linear_step
+from ..display import ResultDisplay
 
 __all__ = ["Propagation", "propagate", "VARIANTS"]
 
@@ -53,7 +54,7 @@ VARIANTS = ("basic", "augmented", "gaussian")
 
 
 @dataclass(frozen=True)
-class Propagation:
+class Propagation(ResultDisplay):
     """Result of :func:`propagate`.
 
     Attributes

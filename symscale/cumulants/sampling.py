@@ -28,6 +28,7 @@ import numpy as np
 
 from ..validation import check_bool, check_int, check_seed
 from .network import RandomMLP, _check_mlp, _non_finite_error
+from ..display import ResultDisplay
 
 __all__ = ["MonteCarloResult", "monte_carlo"]
 
@@ -36,7 +37,7 @@ __all__ = ["MonteCarloResult", "monte_carlo"]
 
 
 @dataclass(frozen=True, eq=False)
-class MonteCarloResult:
+class MonteCarloResult(ResultDisplay):
     """Monte Carlo estimate of E[M(X)] with per-coordinate variance and standard error.
 
     Attributes

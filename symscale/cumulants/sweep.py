@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +29,7 @@ from .reference import ground_truth
 from .network import RandomMLP
 from .propagate import VARIANTS, propagate
 from .scores import mse_over_var
+from ..display import ResultDisplay
 
 __all__ = ["SweepTable", "sweep", "plot_mse_vs_flops", "plot_mse_vs_width", "plot_mse_vs_depth"]
 
@@ -36,7 +38,7 @@ _COLUMNS = ("estimator", "K", "variant", "factored", "width", "depth", "seed", "
 
 
 @dataclass
-class SweepTable:
+class SweepTable(ResultDisplay):
     """Rows of a sweep: one per (estimator, width, depth, seed)."""
 
     rows: list = field(default_factory=list)
@@ -224,12 +226,42 @@ def _axes(ax):
     if ax is None:
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=(5.5, 4))
+        _, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
     return ax
 
 
-def plot_mse_vs_flops(table: SweepTable, width: int, depth: int, ax=None):
-    """MSE/Var against FLOPs at one (width, depth) with the Monte Carlo line 1/N."""
+# One colour and marker per estimator, fixed across panels and figures: a hue per order K (dark
+# and light shades of tab20 for the variants), a marker per variant.
+_PALETTE = {(1, "basic", False): 0, (1, "augmented", False): 1, (2, "basic", False): 2,
+            (2, "augmented", False): 3, (2, "gaussian", False): 10, (3, "basic", False): 4,
+            (3, "augmented", False): 5, (3, "basic", True): 16, (4, "basic", False): 6,
+            (4, "augmented", False): 7, (4, "basic", True): 8}
+_MARKERS = {"basic": "o", "augmented": "s", "gaussian": "^"}
+_NAME = re.compile(r"K=(\d+) (\w+)( factored)?")
+
+
+def _style(estimator: str) -> dict:
+    """Colour, marker and LaTeX label of an estimator named like ``"K=3 basic factored"``."""
+    import matplotlib
+
+    m = _NAME.fullmatch(estimator)
+    if m is None:  # not a propagate() name: the default colour cycle, the name as is
+        return {"label": estimator}
+    K, variant, factored = int(m.group(1)), m.group(2), bool(m.group(3))
+    style = {"label": f"$K = {K}$ {variant}" + (" factored" if factored else ""),
+             "marker": "D" if factored else _MARKERS.get(variant, "o")}
+    index = _PALETTE.get((K, variant, factored))
+    if index is not None:
+        style["color"] = matplotlib.colormaps["tab20"](index)
+    return style
+
+
+def plot_mse_vs_flops(table: SweepTable, width: int, depth: int, ax=None, *, legend=True):
+    """MSE/Var against FLOPs at one (width, depth) with the Monte Carlo line 1/N.
+
+    Every estimator keeps its colour and marker in every panel; error bars are the standard
+    error over seeds. ``legend=False`` leaves the legend to the caller (one for all panels).
+    """
     ax = _axes(ax)
     fps = None
     for est in table.estimators():
@@ -239,40 +271,66 @@ def plot_mse_vs_flops(table: SweepTable, width: int, depth: int, ax=None):
         fps = rows[0]["mc_flops_per_sample"]
         m, se, _ = table.mean(estimator=est, width=width, depth=depth)
         f = np.mean([r["flops"] for r in rows])
-        ax.errorbar([f], [m], yerr=[0 if math.isnan(se) else se], fmt="o", label=est)
+        ax.errorbar([f], [m], yerr=[0 if math.isnan(se) else se], ls="none", capsize=2,
+                    **_style(est))
     if fps is not None:
         lo, hi = ax.get_xlim()
         F = np.logspace(np.log10(max(lo, fps)), np.log10(hi * 10), 50)
-        ax.plot(F, fps / F, "k--", label="Monte Carlo (1/N)")
-    ax.set(xscale="log", yscale="log", xlabel="FLOPs", ylabel="MSE/Var",
-           title=f"width {width}, depth {depth}")
-    ax.legend(fontsize=7)
+        ax.plot(F, fps / F, "k--", label="Monte Carlo ($1/N$)")
+    ax.set(xscale="log", yscale="log", xlabel="FLOPs", ylabel=_YLABEL,
+           title=f"width $n = {width}$, depth $L = {depth}$")
+    if legend:
+        ax.legend(fontsize=7)
     return ax
 
 
-def _plot_against(table: SweepTable, key: str, fixed: dict, ax, log_x: bool):
+_YLABEL = r"$\mathrm{MSE}/\mathrm{Var}$"
+
+
+def _plot_against(table: SweepTable, key: str, fixed: dict, ax, log_x: bool, legend: bool):
     ax = _axes(ax)
+    ticks = sorted({r[key] for r in table.select(**fixed)})
     for est in table.estimators():
         xs = sorted({r[key] for r in table.select(estimator=est, **fixed)})
         if not xs:
             continue
         ms = [table.mean(estimator=est, **{key: x}, **fixed) for x in xs]
         ax.errorbar(xs, [m for m, _, _ in ms],
-                    yerr=[0 if math.isnan(s) else s for _, s, _ in ms], marker="o", label=est)
-    ax.set(xscale="log" if log_x else "linear", yscale="log", ylabel="MSE/Var")
-    ax.legend(fontsize=7)
+                    yerr=[0 if math.isnan(s) else s for _, s, _ in ms], capsize=2,
+                    **_style(est))
+    ax.set(xscale="log" if log_x else "linear", yscale="log", ylabel=_YLABEL)
+    if ticks:  # the widths or depths measured, written out (no 2x10^1 on a log axis)
+        from matplotlib.ticker import NullFormatter
+
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    if legend:
+        ax.legend(fontsize=7)
     return ax
 
 
-def plot_mse_vs_width(table: SweepTable, depth: int, ax=None):
-    """Mean MSE/Var (± s.e. over seeds) against width for every estimator."""
-    ax = _plot_against(table, "width", {"depth": depth}, ax, log_x=True)
-    ax.set(xlabel="width n", title=f"depth {depth}")
+def plot_mse_vs_width(table: SweepTable, depth: int, ax=None, *, legend=True):
+    """Mean MSE/Var (± s.e. over seeds) against width for every estimator.
+
+    Each estimator has one colour and marker, the same in every panel and figure, and a LaTeX
+    label; ``legend=False`` leaves the legend to the caller.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> t = sweep([8, 16], [2], Ks=[1], seeds=[0, 1], n_truth=20_000, progress=False)
+    >>> ax = plot_mse_vs_width(t, 2)
+    >>> ax.get_xlabel(), [c.get_label() for c in ax.containers], ax.get_xticks().tolist()
+    ('width $n$', ['$K = 1$ basic'], [8, 16])
+    >>> plt.close(ax.figure)
+    """
+    ax = _plot_against(table, "width", {"depth": depth}, ax, log_x=True, legend=legend)
+    ax.set(xlabel="width $n$", title=f"depth $L = {depth}$")
     return ax
 
 
-def plot_mse_vs_depth(table: SweepTable, width: int, ax=None):
+def plot_mse_vs_depth(table: SweepTable, width: int, ax=None, *, legend=True):
     """Mean MSE/Var (± s.e. over seeds) against depth for every estimator."""
-    ax = _plot_against(table, "depth", {"width": width}, ax, log_x=False)
-    ax.set(xlabel="depth L", title=f"width {width}")
+    ax = _plot_against(table, "depth", {"width": width}, ax, log_x=False, legend=legend)
+    ax.set(xlabel="depth $L$", title=f"width $n = {width}$")
     return ax

@@ -29,12 +29,13 @@ from .network import _check_mlp
 from .nonlinear import nonlinear_step
 from .propagate import _check_estimator, propagate
 from .state import Tracking
+from ..display import ResultDisplay
 
 __all__ = ["TailEstimate", "tail_probability"]
 
 
 @dataclass(frozen=True)
-class TailEstimate:
+class TailEstimate(ResultDisplay):
     """Per-neuron tail probabilities with the FLOPs and seconds the estimate cost."""
 
     probability: np.ndarray

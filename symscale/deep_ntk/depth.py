@@ -51,6 +51,7 @@ from ..errors import NoClosedFormError, PrecisionWarning
 from ..families import TwoSlope
 from ..formula import Formula
 from ..validation import check_bool, check_int, check_real
+from ..display import ResultDisplay
 
 __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning",
            "angle_asymptotics", "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit"]
@@ -431,7 +432,7 @@ _t = sp.Symbol("theta", positive=True)
 
 
 @dataclass(frozen=True)
-class DepthLimit:
+class DepthLimit(ResultDisplay):
     """The derived depth limit of the normalized NTK and its leading correction.
 
     Attributes
@@ -558,7 +559,7 @@ def angle_asymptotics(activation="relu", order: int = 2) -> sp.Expr:
 
 
 @dataclass(frozen=True)
-class CorrectionFit:
+class CorrectionFit(ResultDisplay):
     """Fit of :math:`L(\\bar\\Theta-\\bar\\Theta^{(\\infty)}) = A\\ln L + c` over depths."""
 
     A: float
@@ -614,7 +615,7 @@ def _values_at(r, depths, a, b):
 
 
 @dataclass(frozen=True)
-class PhaseLimit:
+class PhaseLimit(ResultDisplay):
     """Depth limit of the normalized NTK from the fixed points of the kernel maps.
 
     Attributes

@@ -43,13 +43,14 @@ from .._deprecation import renamed_arguments
 from .. import families as fam
 from ..activations import Activation, as_activation
 from ..errors import DomainError, NoClosedFormError
-from ..formula import Formula, Variable
+from ..formula import Formula, Variable, _canonical
 from ..hermite import expansion_coefficients
 from ..linalg import check_covariance
 from ..linalg import random_psd_point as _random_psd_point
 from ..validation import check_bool
 
 __all__ = ["dual_kernel", "q11", "q12", "q22", "KERNEL_VARIABLES", "pair_sampler",
+           "variance_score_sampler",
            "correlated_pair", "random_psd_point"]
 
 q11 = sp.Symbol("q11", positive=True)
@@ -128,9 +129,72 @@ def _dual_kernel(act: Activation, derivative: bool) -> Formula:
         point_sampler=random_psd_point if numeric else None,
         domain=_covariance_domain,
         # Price's theorem: d/dq12 E[phi(u) phi(v)] = E[phi'(u) phi'(v)]
-        derivatives={} if derivative else {"q12": lambda: _dual_kernel(act, True)},
+        # Price's theorem with the a.e. derivative holds only for continuous phi (a jump's
+        # Dirac mass is not in phi'): step and sign differentiate the expression instead
+        derivatives={**({} if derivative or _has_jump(act) else
+                        {"q12": lambda: _dual_kernel(act, True)}),
+                     "q11": lambda: _variance_derivative(act, derivative, "q11"),
+                     "q22": lambda: _variance_derivative(act, derivative, "q22")},
         recipe=(_dual_kernel, (act, derivative)),
     )
+
+
+def _has_jump(act: Activation) -> bool:
+    return act.expr.has(sp.Heaviside, sp.sign)
+
+
+@lru_cache(maxsize=256)
+def _variance_derivative(act: Activation, derivative: bool, name: str) -> Formula:
+    """d/dq11 (or d/dq22) of a dual kernel: the simplified derivative of its closed form, with a
+    score-function sampler (Gaussian integration by parts needs no phi'')."""
+    V = _dual_kernel(act, derivative)
+    expr = _canonical(sp.diff(V.expr, V.symbol(name)))
+    # q11 q22 - q12^2 rounds below 0 at rho = +-1: clamp the bases of fractional powers
+    stable = expr.replace(lambda e: e.is_Pow and e.exp.is_Rational and not e.exp.is_Integer,
+                          lambda e: sp.Pow(sp.Max(e.base, 0), e.exp))
+    target = act.derivative() if derivative else act
+    return Formula(
+        expr, V.variables, name=f"d{V.name}/d{name}",
+        lhs=r"\frac{\partial}{\partial q_{%s}} %s" % (name[1:], V.lhs.split("(")[0]),
+        description=f"derivative of {V.name} in the variance {name}",
+        stable_expr=stable,
+        sampler=variance_score_sampler(target, name) if V.sampler is not None else None,
+        point_sampler=V.point_sampler, domain=_covariance_domain,
+        recipe=(_variance_derivative, (act, derivative, name)),
+    )
+
+
+def variance_score_sampler(activation: Activation, name: str):
+    """Sampler of d/dq11 (``name="q11"``) or d/dq22 of E[phi(u) phi(v)] by the score function.
+
+    For z ~ N(0, S), dE[f(z)]/dS_ii = E[f(z) ((S^-1 z)_i^2 - (S^-1)_ii)] / 2: an unbiased
+    sample for any phi, also where phi'' is a Dirac mass (ReLU). Needs a nonsingular S.
+
+    Examples
+    --------
+    >>> import numpy as np, symscale as ss
+    >>> draw = variance_score_sampler(ss.activation("identity"), "q11")
+    >>> # d/dq11 E[u v] = d q12 / dq11 = 0
+    >>> bool(abs(draw({"q11": 1.0, "q12": 0.5, "q22": 1.0}, 200_000, np.random.default_rng(0)).mean()) < 0.02)
+    True
+    """
+    if name not in ("q11", "q22"):
+        raise ValueError(f"name must be 'q11' or 'q22', got {name!r}")
+
+    def sampler(point, n, rng):
+        q11_, q12_, q22_ = point["q11"], point["q12"], point["q22"]
+        det = q11_ * q22_ - q12_ * q12_
+        if not det > 0:
+            raise DomainError(f"the score-function sampler needs a nonsingular covariance: "
+                              f"q11={q11_!r}, q12={q12_!r}, q22={q22_!r}")
+        u, v = correlated_pair(point, n, rng)
+        if name == "q11":
+            a, inv = (q22_ * u - q12_ * v) / det, q22_ / det
+        else:
+            a, inv = (q11_ * v - q12_ * u) / det, q11_ / det
+        return 0.5 * activation(u) * activation(v) * (a * a - inv)
+
+    return sampler
 
 
 def _covariance_domain(values):

@@ -51,6 +51,7 @@ from ..netsor.network import sample_network
 from ..netsor.program import Program
 from ..validation import check_bool, check_int, check_real, check_seed, seed_int
 from . import readout as ro
+from ..display import ResultDisplay
 
 __all__ = ["KernelFilter", "LoFi", "LoFiKernel", "SpectralFilter", "VariationalCheck",
            "kernel_filter", "spectral_filter", "variational_check"]
@@ -286,7 +287,7 @@ def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-
 
 # -- variational characterization -----------------------------------------------------------------
 @dataclass(frozen=True)
-class VariationalCheck:
+class VariationalCheck(ResultDisplay):
     """Kept objective values against random and optimized competitors (one entry per direction).
 
     ``passed_each[j]``: no competitor orthogonal to the earlier kept directions exceeds

@@ -38,6 +38,7 @@ from ..linalg import safe_rms
 from ..validation import check_int, check_real, seed_int
 from .algorithm import LoFi, check_layers
 from .readout import KernelRidgeReadout, NotFittedError, RidgeReadout, _matrix, _targets
+from ..display import ResultDisplay
 
 _METHODS = ("lofi", "rf_same", "rf_wide", "nngp", "mlp")
 
@@ -124,7 +125,7 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
 
 
 @dataclass
-class Comparison:
+class Comparison(ResultDisplay):
     """Accuracies per method and training size: ``acc[method][n]`` is a list over seeds."""
 
     acc: dict = field(default_factory=dict)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..validation import check_array, check_int, check_real, check_seed
 from .wasserstein import _projections, sliced_wasserstein
+from ..display import ResultDisplay
 
 __all__ = ["RateFit", "fit_rate", "SlopeFit", "fit_loglog_slope", "NoiseFloor", "noise_floor"]
 
@@ -35,7 +36,7 @@ _BOOT_BATCH_ELEMENTS = 4_000_000
 
 
 @dataclass(frozen=True)
-class RateFit:
+class RateFit(ResultDisplay):
     """Power-law fit ``values ~ exp(intercept) * widths**slope`` with a bootstrap interval.
 
     Attributes
@@ -61,7 +62,7 @@ class RateFit:
 
 
 @dataclass(frozen=True, eq=False)
-class NoiseFloor:
+class NoiseFloor(ResultDisplay):
     """Sliced Wasserstein distance between independent samples of the same law.
 
     Attributes
@@ -105,7 +106,7 @@ def _slopes(lx: np.ndarray, ly: np.ndarray):
 
 
 @dataclass(frozen=True)
-class SlopeFit:
+class SlopeFit(ResultDisplay):
     """Least-squares fit of log(y) = intercept + slope * log(x) with a confidence interval."""
 
     slope: float

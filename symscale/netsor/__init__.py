@@ -34,14 +34,15 @@ from .program import (
     to_graphml,
     validate,
 )
-from .symbolic import symbolic_kernel
+from .symbolic import symbolic_kernel, symbolic_ntk
 
 __all__ = [
     "Program", "Embed", "KernelScalar", "Bias", "Weight", "MatMul", "NonLin", "MultiNonlinearity", "LinComb",
     "LayerNorm", "Attention", "Readout", "validate", "kinds", "to_dot", "to_graphml", "draw",
     "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
-    "run_infinite", "InfiniteRun", "symbolic_kernel", "infinite_ntk", "empirical_ntk",
-    "kernel_fn", "KernelFn", "sample_network", "SampledNetwork", "PARAMETERIZATIONS",
+    "run_infinite", "InfiniteRun", "symbolic_kernel", "symbolic_ntk", "infinite_ntk",
+    "empirical_ntk", "kernel_fn", "KernelFn", "sample_network", "SampledNetwork",
+    "PARAMETERIZATIONS",
 ]
 
 __getattr__ = deprecated_names(__name__, {"Kernel": ("symscale.netsor.KernelScalar",

@@ -47,12 +47,13 @@ from .data import duplicate_map, prepare_inputs
 from .network import Network, _sample, evaluate, layer_dims, nonfinite
 from .program import (Bias, Embed, MatMul, Weight, _kinds, _parents, as_graph,
                       topological_order, validate)
+from ..display import ResultDisplay
 
 __all__ = ["run_finite", "FiniteRun", "simulate_network", "Network", "RevealedGaussian"]
 
 
 @dataclass
-class FiniteRun:
+class FiniteRun(ResultDisplay):
     """Samples of a program at finite width.
 
     Attributes

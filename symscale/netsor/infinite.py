@@ -41,6 +41,7 @@ from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric
 from .data import duplicate_map, prepare_inputs
 from .program import (KernelScalar, Readout, Weight, _kinds, _parents, as_graph, readout,
                       topological_order, validate)
+from ..display import ResultDisplay
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
 
@@ -48,7 +49,7 @@ _IDENTITY = activation("identity")
 
 
 @dataclass
-class InfiniteRun:
+class InfiniteRun(ResultDisplay):
     """Kernels of a program at infinite width (P x P arrays, float64).
 
     Attributes

@@ -377,6 +377,16 @@ def _sample(G, order, par, dims, shapes, input_dims, rng, parameterization="stan
                           MappingProxyType(scales), MappingProxyType(acts))
 
 
+def _restore_network(graph, order, parents, parameterization, dims, input_dims, normals,
+                     scales, activations):
+    """Unpickle a SampledNetwork (its draws read-only again)."""
+    for z in normals.values():
+        z.flags.writeable = False
+    return SampledNetwork(graph, order, parents, parameterization,
+                          *(MappingProxyType(m) for m in (dims, input_dims, normals, scales,
+                                                          activations)))
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class SampledNetwork:
     """One finite network of a Netsor program (from :func:`sample_network`).
@@ -433,6 +443,12 @@ class SampledNetwork:
         if self.parameterization == "standard":
             return self.params
         return {k: z * self.scales[k] for k, z in self.normals.items()}
+
+    def __reduce__(self):
+        # read-only mappings do not pickle: send dicts, wrap them again on arrival
+        maps = (self.dims, self.input_dims, self.normals, self.scales, self.activations)
+        return (_restore_network, (self.graph, self.order, self.parents, self.parameterization,
+                                   *(dict(m) for m in maps)))
 
     def __repr__(self) -> str:
         n_params = sum(z.size for z in self.normals.values())

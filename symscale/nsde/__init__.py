@@ -4,9 +4,15 @@ from .bayes import (DepthBenefit, EvidenceRate, PredictiveRate, carre_du_champ,
                     check_first_order, depth_benefit, drift_matrix, evidence_first_order,
                     generator, generator_numeric, gram_symbols, log_gaussian_likelihood,
                     partition_function, predictive_first_order)
+from .first_order import (EvidenceFormulas, PredictiveFormulas, log_evidence_first_order_formula,
+                          predictive_first_order_formula)
 from .linear import (LinearEvidence, LinearModel, deep_linear_evidence, deep_linear_prior,
                      large_depth_log_evidence, log_meijer_g0m, meijer_g0m, posterior_scale,
                      predictive_density, relu_deep_prior)
+from .linear_formulas import (deep_linear_evidence_asymptotic, deep_linear_evidence_formula,
+                              deep_linear_statistics, posterior_scale_asymptotic,
+                              posterior_scale_formula, predictive_density_asymptotic,
+                              predictive_density_formula)
 from .sde import (CorrelationSDE, ExplosionCriterion, correlation_sde, diffusion, drift,
                   explosion_criterion, nu)
 from .shaping import Shaped, shaped, shaped_relu, taylor_at_zero
@@ -22,9 +28,14 @@ __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "drift", "nu", "
            "generator_numeric", "carre_du_champ", "log_gaussian_likelihood", "partition_function",
            "evidence_first_order", "EvidenceRate", "predictive_first_order", "PredictiveRate",
            "depth_benefit", "DepthBenefit", "check_first_order", "drift_matrix",
+           "log_evidence_first_order_formula", "EvidenceFormulas",
+           "predictive_first_order_formula", "PredictiveFormulas",
            "deep_linear_prior", "relu_deep_prior",
            "deep_linear_evidence", "posterior_scale", "predictive_density", "meijer_g0m",
-           "log_meijer_g0m", "LinearEvidence", "LinearModel", "large_depth_log_evidence"]
+           "log_meijer_g0m", "LinearEvidence", "LinearModel", "large_depth_log_evidence",
+           "deep_linear_evidence_formula", "posterior_scale_formula", "predictive_density_formula",
+           "deep_linear_evidence_asymptotic", "posterior_scale_asymptotic",
+           "predictive_density_asymptotic", "deep_linear_statistics"]
 
 
 def _linalg(name):

@@ -40,6 +40,7 @@ import sympy as sp
 from .._deprecation import renamed_arguments
 from ..activations import activation as make_activation
 from ..formula import CheckReport, CheckRow, Formula, Variable, sample_mean
+from ..display import ResultDisplay
 from ..errors import DomainError
 from ..kernels.numeric import dual_kernel_numeric
 from ..validation import check_array, check_choice, check_int, check_real, check_seed
@@ -48,6 +49,7 @@ from .sde import c_minus, c_plus, drift
 from .shaping import Shaped
 from ..linalg import check_psd, psd_sqrt
 from .simulate import finite_width_chain, simulate_sde
+from ._matrix_words import _predictive_values
 
 __all__ = ["gram_symbols", "generator", "generator_numeric", "carre_du_champ",
            "log_gaussian_likelihood", "partition_function", "evidence_first_order",
@@ -326,7 +328,7 @@ def _test_input(x0, X):
 
 
 @dataclass(frozen=True)
-class EvidenceRate:
+class EvidenceRate(ResultDisplay):
     """d log Z / d tau at tau = 0, split into the linear (diffusion) and nonlinear (drift) parts.
 
     ``rate_t = L F / F`` is the derivative in t = tau / P; ``total = rate_t / P``.
@@ -443,7 +445,7 @@ def partition_function(X, Y, activation, beta, tau: float, *, n_samples: int = 2
 
 
 @dataclass(frozen=True)
-class PredictiveRate:
+class PredictiveRate(ResultDisplay):
     """Posterior predictive mean and variance at tau = 0 and their tau-derivatives.
 
     ``mean_slope = (kernel_term + data_term) / P``: ``kernel_term = L mu`` moves the GP mean map
@@ -461,44 +463,43 @@ class PredictiveRate:
 
 @renamed_arguments(act="activation")
 def predictive_first_order(X, Y, x0, activation, beta=np.inf, **drift_params) -> PredictiveRate:
-    """First-order (in tau) posterior predictive mean and variance at a test input x0."""
+    """First-order (in tau) posterior predictive mean and variance at a test input x0.
+
+    The slopes are the closed forms derived by
+    :func:`~symscale.nsde.predictive_first_order_formula` (the generator applied to the GP
+    posterior mean and variance in matrix invariants), evaluated at the data:
+    ``kernel_term`` = L mu, ``data_term`` = Gamma(log F, mu), ``var_slope`` =
+    (L sigma^2 + Gamma(log F, sigma^2) + Gamma(mu, mu)) / P. The tests compare them with
+    central differences of the generator and with the exact chain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, Y, x0 = np.eye(2, 3), np.array([1.0, -0.5]), np.array([1.2, 0.4, 0.5])
+    >>> pr = predictive_first_order(X, Y, x0, "tanh", beta=np.inf, a=1.0)
+    >>> pr.data_term                     # no label-dependent correction at zero temperature
+    0.0
+    >>> # tanh, beta = inf: L mu = -(k00 mu - u^T diag(V) Y) / a^2 with u = V^-1 k
+    >>> V, k, k00 = X @ X.T / 3, X @ x0 / 3, x0 @ x0 / 3
+    >>> u = np.linalg.solve(V, k)
+    >>> bool(abs(pr.kernel_term + (k00 * pr.mean - u @ np.diag(np.diag(V)) @ Y)) < 1e-12)
+    True
+    """
     X, Y = _data(X, Y)
     x0 = _test_input(x0, X)
     beta = _beta(beta)
-    Xa = np.vstack([X, x0])
-    Vbar = _gram(Xa)
+    Vbar = _gram(np.vstack([X, x0]))
     P = len(Y)
     _check_interpolation(Vbar[:P, :P], beta)
     noise = 0.0 if np.isinf(beta) else 1.0 / beta
-
-    def parts(V):
-        C = V[:P, :P] + noise * np.eye(P)
-        k = V[:P, P]
-        alpha = np.linalg.solve(C, Y)
-        mu = k @ alpha
-        var = V[P, P] - k @ np.linalg.solve(C, k)
-        return mu, var
-
-    def mu(V):
-        return parts(V)[0]
-
-    def second(V):
-        m, v = parts(V)
-        return m * m + v
-
-    def logF(V):
-        return _log_lik(V[:P, :P], Y, beta)
-
-    b = drift_matrix(Vbar, activation, **drift_params)
-    m0, v0 = parts(Vbar)
-    Lmu = generator_numeric(mu, Vbar, b)
-    Gmu = carre_du_champ(logF, mu, Vbar)
-    Lsec = generator_numeric(second, Vbar, b)
-    Gsec = carre_du_champ(logF, second, Vbar)
-    dmean = Lmu + Gmu
-    dsecond = Lsec + Gsec
-    dvar = dsecond - 2 * m0 * dmean
-    return PredictiveRate(m0, v0, dmean / P, dvar / P, Lmu, Gmu)
+    C = Vbar[:P, :P] + noise * np.eye(P)
+    k = Vbar[:P, P]
+    mean = float(k @ np.linalg.solve(C, Y))
+    var = float(Vbar[P, P] - k @ np.linalg.solve(C, k))
+    v = _predictive_values(Vbar, Y, noise, drift_matrix(Vbar, activation, **drift_params), P)
+    dmean = v["kernel"] + v["data"]
+    dvar = v["var_kernel"] + v["var_data"] + v["var_mean"]
+    return PredictiveRate(mean, var, dmean / P, dvar / P, v["kernel"], v["data"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,7 +507,7 @@ def predictive_first_order(X, Y, x0, activation, beta=np.inf, **drift_params) ->
 
 
 @dataclass(frozen=True)
-class DepthBenefit:
+class DepthBenefit(ResultDisplay):
     """d log Z / d tau at tau = 0 for orthogonal inputs of equal norm, as Formulas.
 
     Setting: V0 = v I_P (normalized, orthogonal inputs), labels with mean ``ybar`` and mean

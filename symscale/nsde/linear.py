@@ -18,7 +18,8 @@ series needs thousands of cancelling terms, ``log G`` comes from the Mellin-Barn
 d\omega` along the vertical line through its saddle point, by the trapezoid rule, exact to
 working precision. (The large-argument asymptotic, relative error :math:`O(z^{-1/m})` with a
 constant growing with the :math:`b_j`, is not used: it was 10.7 nats off at widths 100 x 12.)
-Every result says which path was used.
+Every result says which path was used. The same closed forms as Formulas (LaTeX, log-space
+evaluation, sampling checks over network weights) are in :mod:`symscale.nsde.linear_formulas`.
 
 Examples
 --------
@@ -42,6 +43,7 @@ from ..errors import DomainError
 from ..formula import Formula, Variable
 from ..printing import lambdify
 from ..validation import check_array, check_choice, check_int, check_real
+from ..display import ResultDisplay
 
 __all__ = ["meijer_g0m", "log_meijer_g0m", "deep_linear_prior", "relu_deep_prior",
            "deep_linear_evidence", "posterior_scale", "predictive_density", "LinearEvidence",
@@ -309,7 +311,7 @@ def _exp(log_value, what):
 
 
 @dataclass(frozen=True)
-class LinearEvidence:
+class LinearEvidence(ResultDisplay):
     """Evidence Z (``log_value``; ``value`` = exp, 0.0 below 1e-308) with the path used."""
 
     log_value: float
@@ -635,16 +637,8 @@ def predictive_density(y, x, X, Y, widths, variances=None, dps: int = 30):
     """
     m = _model(X, Y, widths, variances)
     dps = _dps(dps)
-    N0 = m.theta_star.shape[0]
-    x = check_array(x, "x")
-    if x.shape != (N0,):
-        raise ValueError(f"x must be a finite vector of length N0 = {N0}, got shape {x.shape}")
+    x, r = _test_input(m, X, x)
     y = check_real(y, "y")
-    Xs = check_array(X, "X") / m._x_scale
-    perp = x - Xs.T @ np.linalg.solve(m._gram_scaled, Xs @ x)
-    r = float(np.linalg.norm(perp))
-    if r <= 1e-14 * max(float(np.linalg.norm(x)), 1e-300):
-        raise ValueError("x lies in the span of the training inputs: the prediction is exact")
     L, P = len(m.widths), m.P
     mean = float(m.theta_star @ x)
     b0 = [0] + [(n - P) / 2 for n in m.widths]
@@ -668,6 +662,20 @@ def predictive_density(y, x, X, Y, widths, variances=None, dps: int = 30):
         log_value = (num - den - (mpmath.log(2 * mpmath.pi) + L * mpmath.log(2) + m.log_c) / 2
                      - mpmath.log(r))
     return _exp(float(log_value), "the predictive density"), (p1 if p1 == p2 else f"{p1}/{p2}")
+
+
+def _test_input(m: LinearModel, X, x):
+    """(x as a float array, |P_perp x|): ValueError if x is in the span of the inputs."""
+    N0 = m.theta_star.shape[0]
+    x = check_array(x, "x")
+    if x.shape != (N0,):
+        raise ValueError(f"x must be a finite vector of length N0 = {N0}, got shape {x.shape}")
+    Xs = check_array(X, "X") / m._x_scale
+    perp = x - Xs.T @ np.linalg.solve(m._gram_scaled, Xs @ x)
+    r = float(np.linalg.norm(perp))
+    if r <= 1e-14 * max(float(np.linalg.norm(x)), 1e-300):
+        raise ValueError("x lies in the span of the training inputs: the prediction is exact")
+    return x, r
 
 
 def large_depth_log_evidence(X, Y, widths, variances=None) -> float:

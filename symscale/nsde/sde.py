@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 import sympy as sp
@@ -45,6 +45,7 @@ from ..kernels.dual import correlated_pair, dual_kernel, q11, q12, q22
 from ..linalg import psd_sqrt, random_psd_point
 from ..validation import check_real
 from .shaping import Shaped, taylor_at_zero
+from ..display import ResultDisplay
 
 __all__ = ["drift", "nu", "diffusion", "correlation_sde", "explosion_criterion", "CorrelationSDE",
            "ExplosionCriterion", "a_sym", "c_plus", "c_minus", "rho"]
@@ -322,7 +323,7 @@ def _sigma_pairs(V):
 
 
 @dataclass(frozen=True)
-class CorrelationSDE:
+class CorrelationSDE(ResultDisplay):
     """d rho = drift dt + diffusion dW (Itô) as Formulas; ``variance`` = diffusion^2.
 
     ``drift`` and ``variance`` carry samplers of one layer of the exact finite-width chain at
@@ -400,52 +401,56 @@ def _shaped_for(act, params, point, n):
 
 
 def _chain_step_sampler(act, params, stat):
+    return partial(_chain_step_sample, act, params, stat)
+
+
+def _chain_step_sample(act, params, stat, point, k, rng):
+    """Samples of one chain step at width _N_STEP whose mean is the drift (or variance) rate."""
     from ..kernels.numeric import dual_kernel_numeric
 
-    def sampler(point, k, rng):
-        s = _shaped_for(act, params, point, _N_STEP)
-        v1, v2 = point.get("q11", 1.0), point.get("q22", 1.0)
-        r0 = point["rho"]
-        V0 = np.array([[v1, r0 * math.sqrt(v1 * v2)], [r0 * math.sqrt(v1 * v2), v2]])
-        d = np.diag(V0)
-        EV1 = s.weight_var * dual_kernel_numeric(s.activation, d[:, None], V0, d[None, :])
-        S = psd_sqrt(V0)
-        grad = np.array([-r0 / (2 * v1), 1 / math.sqrt(v1 * v2), -r0 / (2 * v2)])
-        out = np.empty(k)
-        for start in range(0, k, 64):
-            m = min(64, k - start)
-            Z = rng.standard_normal((m, _N_STEP, 2)) @ S
-            H = s.activation(Z)
-            V1 = np.swapaxes(H, 1, 2) @ H * (s.weight_var / _N_STEP)
-            r1 = V1[:, 0, 1] / np.sqrt(V1[:, 0, 0] * V1[:, 1, 1])
-            if stat == "variance":
-                out[start:start + m] = _N_STEP * (r1 - r0) ** 2
-            else:
-                dV = V1 - EV1
-                lin = grad[0] * dV[:, 0, 0] + grad[1] * dV[:, 0, 1] + grad[2] * dV[:, 1, 1]
-                out[start:start + m] = _N_STEP * (r1 - r0 - lin)
-        return out
-
-    return sampler
+    s = _shaped_for(act, params, point, _N_STEP)
+    v1, v2 = point.get("q11", 1.0), point.get("q22", 1.0)
+    r0 = point["rho"]
+    V0 = np.array([[v1, r0 * math.sqrt(v1 * v2)], [r0 * math.sqrt(v1 * v2), v2]])
+    d = np.diag(V0)
+    EV1 = s.weight_var * dual_kernel_numeric(s.activation, d[:, None], V0, d[None, :])
+    S = psd_sqrt(V0)
+    grad = np.array([-r0 / (2 * v1), 1 / math.sqrt(v1 * v2), -r0 / (2 * v2)])
+    out = np.empty(k)
+    for start in range(0, k, 64):
+        m = min(64, k - start)
+        Z = rng.standard_normal((m, _N_STEP, 2)) @ S
+        H = s.activation(Z)
+        V1 = np.swapaxes(H, 1, 2) @ H * (s.weight_var / _N_STEP)
+        r1 = V1[:, 0, 1] / np.sqrt(V1[:, 0, 0] * V1[:, 1, 1])
+        if stat == "variance":
+            out[start:start + m] = _N_STEP * (r1 - r0) ** 2
+        else:
+            dV = V1 - EV1
+            lin = grad[0] * dV[:, 0, 0] + grad[1] * dV[:, 0, 1] + grad[2] * dV[:, 1, 1]
+            out[start:start + m] = _N_STEP * (r1 - r0 - lin)
+    return out
 
 
 def _rho_points(names):
-    def point(rng):
-        out = {"rho": float(rng.uniform(-0.8, 0.8))}
-        for nm in names:
-            if nm in ("q11", "q22"):
-                out[nm] = float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
-            elif nm == "a":
-                out[nm] = float(rng.uniform(1.0, 2.0))
-            else:
-                out[nm] = float(rng.uniform(-1.0, 1.0))
-        return out
+    # a partial of a module-level function, so the Formulas pickle (process pools)
+    return partial(_rho_point, tuple(names))
 
-    return point
+
+def _rho_point(names, rng):
+    out = {"rho": float(rng.uniform(-0.8, 0.8))}
+    for nm in names:
+        if nm in ("q11", "q22"):
+            out[nm] = float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
+        elif nm == "a":
+            out[nm] = float(rng.uniform(1.0, 2.0))
+        else:
+            out[nm] = float(rng.uniform(-1.0, 1.0))
+    return out
 
 
 @dataclass(frozen=True)
-class ExplosionCriterion:
+class ExplosionCriterion(ResultDisplay):
     """dV_aa = mu V_aa^2 dt + sqrt(2) V_aa dB: V_aa explodes with positive probability iff mu > 0."""
 
     mu: Formula
@@ -479,16 +484,21 @@ def explosion_criterion(activation, a=None) -> ExplosionCriterion:
         v = 1.3
         return b.sampler({**point, "q11": v, "q12": v, "q22": v}, n, rng) / v**2
 
-    def a_sampler(rng):
-        return {"a": float(rng.uniform(0.8, 2.0))} if a is None else {}
-
     has_sampler = b.sampler is not None
     sampler = diagonal_sampler if has_sampler else None
-    point_sampler = a_sampler if has_sampler else None
+    # the criterion's own parameters (a, or c_plus and c_minus for the shaped ReLU)
+    names = [v.name for v in b.variables[3:]]
+    point_sampler = partial(_parameter_point, tuple(names)) if has_sampler else None
     f = Formula(mu, b.variables[3:], name=f"mu[{b.name}]", lhs=r"\mu", sampler=sampler,
                 point_sampler=point_sampler)
-    return ExplosionCriterion(f, "V_aa explodes in finite time with positive probability iff "
-                                 "mu > 0 (mu = b_aa / V_aa^2)")
+    return ExplosionCriterion(f, r"$V_{aa}$ explodes in finite time with positive probability "
+                                 r"iff $\mu > 0$ ($\mu = b_{aa} / V_{aa}^2$)")
+
+
+def _parameter_point(names, rng):
+    """A random value of each activation parameter: a in [0.8, 2], c_plus, c_minus in [-1, 1]."""
+    return {n: float(rng.uniform(0.8, 2.0) if n == "a" else rng.uniform(-1.0, 1.0))
+            for n in names}
 
 
 # ---------------------------------------------------------------------------------------------

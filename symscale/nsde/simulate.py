@@ -45,6 +45,7 @@ from ..validation import (check_array, check_bool, check_choice, check_int, chec
 from ..kernels.dual import q11, q12, q22
 from .sde import correlation_sde, drift
 from .shaping import Shaped
+from ..display import ResultDisplay
 
 __all__ = ["Paths", "PathMean", "PathStatisticWarning", "finite_width_chain",
            "finite_width_network", "simulate_sde", "simulate_correlation_sde"]
@@ -76,7 +77,7 @@ class PathMean(tuple):
 
 
 @dataclass
-class Paths:
+class Paths(ResultDisplay):
     """Final states of simulated paths with validity flags.
 
     Attributes

@@ -41,7 +41,7 @@ def test_user_activation_explosion_rate():
         act = ss.register_activation("bump_n", "x + x**2/2*exp(-x**2)", overwrite=True)
         crit = explosion_criterion(act, a=1)
         assert crit.mu.expr == sp.Rational(3, 4)
-        assert crit.explodes() and "iff mu > 0" in crit.statement
+        assert crit.explodes() and r"iff $\mu > 0$" in crit.statement
         assert not explosion_criterion("tanh", a=1).explodes()  # mu = -2
     finally:
         ss.unregister_activation("bump_n")
@@ -176,3 +176,12 @@ def test_one_covariance_symbol_set_with_deprecated_names():
     with pytest.warns(DeprecationWarning):
         report = b.check([{"V_aa": 1.0, "V_ab": 0.2, "V_bb": 1.5}], n_samples=20_000, seed=0)
     assert np.isfinite(report.max_abs_z)
+
+
+def test_explosion_rate_of_the_shaped_relu_checks_at_its_own_parameters():
+    # the point sampler draws c_plus, c_minus (not "a"): the check runs and refutes a wrong rate
+    mu = explosion_criterion("relu").mu
+    assert set(mu.point_sampler(np.random.default_rng(0))) == {"c_plus", "c_minus"}
+    assert mu.check(n_points=2, n_samples=2_000, seed=0).passed
+    wrong = mu.replace(expr=mu.expr + sp.Rational(1, 2))
+    assert not wrong.check(n_points=2, n_samples=2_000, seed=0).passed
