@@ -37,6 +37,8 @@ double relu(double q11) {
 
 from __future__ import annotations
 
+import re
+
 import functools
 import math
 
@@ -95,6 +97,11 @@ class LatexPrinter(_SympyLatexPrinter):
 
     def _print_Symbol(self, expr, style="plain"):
         tex = SYMBOL_LATEX.get(expr.name)
+        if tex is None:
+            # Netsor data keys: q12_0_1 = E[x1_s x2_t] at times s = 0, t = 1 -> q_{12}^{(0,1)}
+            m = re.fullmatch(r"q(\d)(\d)_(\d+)_(\d+)", expr.name)
+            if m:
+                tex = r"q_{%s%s}^{(%s,%s)}" % m.groups()
         return tex if tex is not None else super()._print_Symbol(expr, style=style)
 
     def _print_Heaviside(self, expr, exp=None):

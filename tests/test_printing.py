@@ -265,3 +265,13 @@ def test_c_math_constants_strict_c99(tmp_path, const, macro):
     src = function_code(x + const, (x,), "addc", "c")
     fn = compile_c(src, "addc", 1, tmp_path, STRICT_C99)
     assert fn(1.0) == pytest.approx(1.0 + float(const), rel=1e-15)
+
+
+def test_netsor_time_indexed_covariances_print_as_superscripts():
+    import sympy as sp
+
+    from symscale.printing import latex as tex
+
+    assert tex(sp.Symbol("q12_0_1")) == r"q_{12}^{(0,1)}"
+    assert tex(sp.Symbol("q11")) == r"q_{11}"
+    assert tex(sp.Symbol("q12_x")) != r"q_{12}^{(x)}"  # only the Netsor key pattern
