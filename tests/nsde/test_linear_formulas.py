@@ -117,7 +117,7 @@ POINTS = {
 N_SAMPLES = 40_000
 
 
-@pytest.mark.parametrize("builder, kind", zip(EXACT, POINTS))
+@pytest.mark.parametrize("builder, kind", list(zip(EXACT, POINTS)))
 def test_checks_over_sampled_network_weights_pass(builder, kind):
     f = builder(2, [5, 7])
     report = f.check(points=POINTS[kind], n_samples=N_SAMPLES, seed=0)

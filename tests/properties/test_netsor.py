@@ -103,6 +103,8 @@ EPS = np.finfo(float).eps
        w=st.sampled_from([0.5, 1.0, 2.0]), b=st.sampled_from([0.0, 0.2]), X=small_inputs)
 @example(builder="mlp", act="relu", depth=1, w=0.5, b=0.0,  # found by a local random run
          X=np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.5], [5e-7, 0.0, 0.5]]))
+@example(builder="mlp", act="abs", depth=2, w=0.5, b=0.2,  # found by a local random run
+         X=np.array([[0.0], [0.0], [1.1920929e-07]]))
 def test_builders_agree_with_the_kernel_recursions(builder, act, depth, w, b, X):
     if builder == "mlp":
         p = mlp(depth, act, weight_var=w, bias_var=b)
@@ -116,8 +118,9 @@ def test_builders_agree_with_the_kernel_recursions(builder, act, depth, w, b, X)
     theta = infinite_ntk(p, X)
     # the graph engine (atan2 of the exact gap) and the fused ReLU path (arccos of the
     # correlation) differ by the conditioning of arccos near rho = 1: eps / angle per layer for
-    # inputs a small angle apart (unsnapped: 1 - rho^2 above 16 ulps)
-    g = X @ X.T
+    # inputs a small angle apart (unsnapped: 1 - rho^2 above 16 ulps), measured on the first
+    # layer's covariance: a bias makes a zero input and a tiny one nearly parallel there
+    g = w * (X @ X.T) / X.shape[1] + b
     d = np.sqrt(np.clip(np.diag(g), 1e-300, None))
     rho = np.clip(g / np.outer(d, d), -1.0, 1.0)
     gap = (1 - rho) * (1 + rho)
