@@ -167,10 +167,14 @@ def assert_psd(K, rtol=PSD_RTOL, atol=0.0, what=""):
     assert w[0] >= -rtol * tr - atol, f"{what}: min eigenvalue {w[0]:.3g}, trace {tr:.3g}"
 
 
-def assert_duplicate_rows_equal(K, X, rtol=1e-12, what=""):
-    """Rows and columns of K for identical rows of X agree (to round-off of the scale)."""
+def assert_duplicate_rows_equal(K, X, rtol=1e-12, what="", scale=None):
+    """Rows and columns of K for identical rows of X agree (to round-off of the scale).
+
+    ``scale``: the magnitude round-off is relative to, by default max |K|; pass the input Gram's
+    when K can be exactly 0 but for round-off (a dead ReLU neuron at width 1).
+    """
     K = np.asarray(K, dtype=float)
-    scale = max(np.abs(K).max(initial=0.0), 1e-300)
+    scale = max(np.abs(K).max(initial=0.0), 0.0 if scale is None else scale, 1e-300)
     for i, j in duplicate_pairs(X):
         err = max(np.abs(K[i] - K[j]).max(), np.abs(K[:, i] - K[:, j]).max())
         assert err <= rtol * scale, f"{what}: rows {i} and {j} (duplicate inputs) differ by " \

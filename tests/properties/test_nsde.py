@@ -91,6 +91,8 @@ def test_sde_paths_stay_symmetric_psd_with_identical_duplicate_rows(V0X, act, sc
 @given(X=gram_inputs, act=st.sampled_from(["relu", "tanh", "erf", "sin", "identity", "abs"]),
        n=st.sampled_from([1, 3, 16]), depth=st.integers(0, 3), w=st.sampled_from([0.5, 2.0]),
        seed=SEEDS)
+@example(X=np.array([[0.0], [1.0], [0.0], [1.5]]), act="relu", n=1, depth=2, w=0.5,
+         seed=0)  # found by a fresh-machine random run: every neuron dead, K = round-off only
 def test_chain_keeps_symmetric_psd_grams_with_identical_duplicate_rows(X, act, n, depth, w,
                                                                       seed):
     V0 = _gram(X)
@@ -100,7 +102,10 @@ def test_chain_keeps_symmetric_psd_grams_with_identical_duplicate_rows(X, act, n
     for V in paths.values[paths.valid]:
         assert_symmetric(V, 1e-12, "chain")
         assert_psd(V, what="chain")
-        assert_duplicate_rows_equal(V, X, rtol=1e-8, what="chain")
+        # round-off of the chain's square roots is relative to the input Gram's scale (the
+        # variance-preserving chain keeps its magnitude), not to an output that may be 0
+        assert_duplicate_rows_equal(V, X, rtol=1e-8, what="chain",
+                                    scale=w * np.abs(V0).max())
 
 
 @given(X=inputs(max_points=3, max_dim=3, scale=st.sampled_from([0.5, 1.0, 1.5]),
