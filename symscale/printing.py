@@ -153,15 +153,20 @@ def _heaviside_half(expr):
     return expr.args[1] if len(expr.args) > 1 else sp.S.Half
 
 
+def _nested_calls(func: str, args, show) -> str:
+    """``func(a, func(b, c))`` for a binary ``func`` over ``args`` (Max/Min with many
+    arguments): no functools import needed in generated code."""
+    out = show(args[-1])
+    for a in reversed(args[:-1]):
+        out = "%s(%s, %s)" % (func, show(a), out)
+    return out
+
+
 class NumpyPrinter(SciPyPrinter):
     """Vectorized numpy/scipy code; used by lambdify throughout symscale."""
 
     def _fold(self, func, args):
-        # nested binary calls: no functools import needed in generated code
-        out = self._print(args[-1])
-        for a in reversed(args[:-1]):
-            out = "%s(%s, %s)" % (self._module_format(func), self._print(a), out)
-        return out
+        return _nested_calls(self._module_format(func), args, self._print)
 
     def _print_Max(self, expr):
         return self._fold("numpy.maximum", expr.args)
@@ -377,10 +382,7 @@ class _ArrayPrinter:
         return self._host(expr, body, dyn)
 
     def _fold(self, func, args):
-        out = self._as_array(args[-1])
-        for a in reversed(args[:-1]):
-            out = "%s(%s, %s)" % (self._module_format(func), self._as_array(a), out)
-        return out
+        return _nested_calls(self._module_format(func), args, self._as_array)
 
     def _print_Max(self, expr):
         return self._fold(self._LIB + ".maximum", expr.args)
