@@ -5,6 +5,10 @@
    8 x 8 ``eigh`` per step measured in the same run (its lower bound); target <= 3.
 3. Symbolic drift of an arbitrary smooth activation (a fresh registration, nothing cached):
    target <= 1 s.
+4. Phase diagram of the depth benefit, 40 x 40 points from the Formula (lambdify included):
+   target <= 1 s; baseline the pre-lambdified rate on the same points.
+5. Second-order Formula d^2 log Z / d tau^2 for P = 3, derived fresh (tanh and shaped ReLU):
+   target <= 30 s, and cached; baseline the first-order Formulas for P = 3, fresh.
 
 Run: python bench/bench_nsde.py [--quick]
 """
@@ -12,12 +16,18 @@ Run: python bench/bench_nsde.py [--quick]
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import time
 
 import numpy as np
 
 import symscale as ss
-from symscale.nsde import drift, finite_width_chain, shaped_relu, simulate_sde
+from symscale.nsde import (drift, finite_width_chain, log_evidence_first_order_formula,
+                           log_evidence_second_order_formula, phase_diagram, shaped_relu,
+                           simulate_sde)
+from symscale.nsde import first_order, second_order
+from symscale.nsde.phase import _plane_formulas
 
 
 def main():
@@ -60,6 +70,70 @@ def main():
           f"{'met' if t_sde / t_eigh <= 3 else 'NOT met'} |")
     print(f"| symbolic drift of a new smooth activation | {t_drift:.3f} | - | - | <= 1 s: "
           f"{'met' if t_drift <= 1 else 'NOT met'} |")
+    print(bench_phase_diagram())
+    print(bench_second_order())
+
+
+def bench_phase_diagram(repeats: int = 5) -> str:
+    """40 x 40 'snr' phase diagram (rate grid + solved boundary), lambdify included.
+
+    Each repeat empties the Formulas' lambdify caches first; the baseline is one call of the
+    already-lambdified rate on the same 1600 points. The one-off sympy derivation
+    (depth_benefit + solve, cached per process) is reported separately.
+    """
+    t0 = time.perf_counter()
+    rate, branches, _ = _plane_formulas("snr")
+    t_derive = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        for f in (rate,) + branches:
+            f._numeric_cache.clear()  # bench only: force lambdify again
+        t0 = time.perf_counter()
+        d = phase_diagram("snr", num=40)
+        times.append(time.perf_counter() - t0)
+    fn = rate.numeric("numpy")
+    args = [d.x[None, :], d.y[:, None]] + [np.float64(d.fixed[v.name])
+                                           for v in rate.variables[2:]]
+    base = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(*args)
+        base.append(time.perf_counter() - t0)
+    t, b = statistics.median(times), statistics.median(base)
+    return (f"| phase diagram 40x40 (rate + solved boundary, lambdify included; one-off "
+            f"derivation {t_derive:.2f} s) | {t:.3f} | {b:.5f} (numpy rate on 1600 points, "
+            f"pre-lambdified) | {t / b:.0f} | <= 1 s: {'met' if t <= 1 else 'NOT met'} |")
+
+
+def bench_second_order() -> str:
+    """Second-order Formulas for P = 3 derived fresh (every cache of both derivations
+    emptied; the drift's own cache stays), then cached; baseline the first-order ones."""
+    def fresh():
+        for cached in (second_order._derive, second_order._bundle, second_order._drift_parts,
+                       second_order._diagonal, first_order._evidence_bundle,
+                       first_order._derived):
+            cached.cache_clear()
+
+    times = {}
+    for label, kw in (("tanh", {"a": 1.0}), ("relu", {"c_plus_value": 1.0,
+                                                       "c_minus_value": -1.0})):
+        fresh()
+        t0 = time.perf_counter()
+        log_evidence_second_order_formula(3, label, beta=math.inf, **kw)
+        times[label] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    log_evidence_second_order_formula(3, "relu", beta=math.inf, c_plus_value=1.0,
+                                      c_minus_value=-1.0)
+    cached = time.perf_counter() - t0
+    fresh()
+    t0 = time.perf_counter()
+    log_evidence_first_order_formula(3, "tanh", beta=math.inf, a=1.0)
+    base = time.perf_counter() - t0
+    worst = max(times.values())
+    return (f"| second-order Formulas P=3, fresh (tanh {times['tanh']:.2f} s, shaped ReLU "
+            f"{times['relu']:.2f} s); cached {cached * 1e3:.3f} ms | {worst:.2f} | "
+            f"{base:.2f} (first-order Formulas P=3, fresh) | {worst / base:.1f} | <= 30 s: "
+            f"{'met' if worst <= 30 else 'NOT met'} |")
 
 
 if __name__ == "__main__":

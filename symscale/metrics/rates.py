@@ -116,19 +116,27 @@ class SlopeFit(ResultDisplay):
     level: float
 
 
-def fit_loglog_slope(x, y, *, level: float = 0.95) -> SlopeFit:
+def fit_loglog_slope(x, y, *, level: float = 0.95, stderr=None,
+                     correction: float | None = None) -> SlopeFit:
     """Fit a power law ``y ~ C x^slope`` by least squares in log-log coordinates.
 
-    The interval is Student-t on ``len(x) - 2`` degrees of freedom (zero width when the fit is
-    exact); :func:`fit_rate` gives a bootstrap interval instead (repeated measurements).
+    Without ``stderr`` the fit is unweighted and the interval Student-t on ``len(x) - k``
+    degrees of freedom (k fitted coefficients; zero width when the fit is exact);
+    :func:`fit_rate` gives a bootstrap interval instead (repeated measurements). With
+    ``stderr`` (Monte Carlo standard errors of ``y``) the fit is weighted by
+    ``(y / stderr)^2``, the slope's error is the propagated Monte Carlo error inflated by
+    ``sqrt(chi^2 / dof)`` when the points scatter more than their errors, and the interval is
+    normal. With ``correction = q`` the model is ``log y = c + slope log x + d x^q``: a leading
+    power law with a relative correction of order ``x^q`` (the next order of an expansion), so
+    that the slope is the leading rate rather than an average over a pre-asymptotic range.
 
     Raises
     ------
     TypeError
-        Non-numeric ``x``, ``y`` or ``level``.
+        Non-numeric ``x``, ``y``, ``stderr``, ``level`` or ``correction``.
     ValueError
-        Shapes differ or fewer than 3 points; non-positive or non-finite values; ``level``
-        outside (0, 1).
+        Shapes differ or too few points for the coefficients; non-positive or non-finite values;
+        ``level`` outside (0, 1).
 
     Examples
     --------
@@ -136,25 +144,48 @@ def fit_loglog_slope(x, y, *, level: float = 0.95) -> SlopeFit:
     >>> fit = fit_loglog_slope([1.0, 2.0, 4.0], [1.0, 0.5, 0.25])
     >>> round(fit.slope, 12), [round(c, 9) for c in fit.ci]   # an exact power law
     (-1.0, [-1.0, -1.0])
+    >>> x = np.array([8.0, 16, 32, 64, 128])
+    >>> y = x ** -1.0 * (1 + 2 / x)                    # a 1/x correction to the leading rate
+    >>> round(fit_loglog_slope(x, y).slope, 3), round(fit_loglog_slope(x, y, correction=-1).slope, 3)
+    (-1.072, -1.006)
+    >>> w = fit_loglog_slope([1.0, 2.0, 4.0], [1.0, 0.5, 0.25], stderr=[0.01, 0.005, 0.0025])
+    >>> round(w.slope, 12), round(w.stderr, 4)
+    (-1.0, 0.0102)
     """
     x, y = check_array(x, "x"), check_array(y, "y")
     level = check_real(level, "level", low=0, high=1, low_open=True, high_open=True)
-    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
-        raise ValueError(f"x and y must be 1-D of equal length >= 3, got shapes {x.shape} and "
-                         f"{y.shape}")
+    cols = 2 if correction is None else 3
+    if x.shape != y.shape or x.ndim != 1 or x.size < cols + 1:
+        raise ValueError(f"x and y must be 1-D of equal length >= {cols + 1}, got shapes "
+                         f"{x.shape} and {y.shape}")
     if np.any(x <= 0) or np.any(y <= 0) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         raise ValueError("x and y must be finite and positive for a log-log fit")
-    lx, ly = np.log(x), np.log(y)
-    A = np.vstack([np.ones_like(lx), lx]).T
-    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
-    resid = ly - A @ coef
-    dof = x.size - 2
-    s2 = float(resid @ resid) / dof
-    cov = s2 * np.linalg.inv(A.T @ A)
-    se = math.sqrt(max(cov[1, 1], 0.0))
     from scipy import stats  # metrics import only numpy at module level
 
-    half = stats.t.ppf(0.5 + level / 2, dof) * se
+    lx, ly = np.log(x), np.log(y)
+    A = [np.ones_like(lx), lx]
+    if correction is not None:
+        A.append(x ** check_real(correction, "correction"))
+    A = np.vstack(A).T
+    dof = x.size - cols
+    if stderr is None:
+        coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+        resid = ly - A @ coef
+        cov = float(resid @ resid) / dof * np.linalg.inv(A.T @ A)
+        se = math.sqrt(max(cov[1, 1], 0.0))
+        half = stats.t.ppf(0.5 + level / 2, dof) * se
+    else:
+        se_y = check_array(stderr, "stderr")
+        if se_y.shape != x.shape or np.any(se_y <= 0) or not np.all(np.isfinite(se_y)):
+            raise ValueError(f"stderr must be positive, finite and shaped like x {x.shape}, got "
+                             f"{se_y.shape}")
+        w = (y / se_y) ** 2                     # 1 / variance of log y (delta method)
+        AtW = A.T * w
+        cov = np.linalg.inv(AtW @ A)
+        coef = cov @ (AtW @ ly)
+        chi2 = float(np.sum(w * (ly - A @ coef) ** 2)) / dof
+        se = math.sqrt(cov[1, 1] * max(1.0, chi2))
+        half = float(stats.norm.ppf(0.5 + level / 2)) * se
     slope = float(coef[1])
     return SlopeFit(slope, float(coef[0]), se, (float(slope - half), float(slope + half)), level)
 

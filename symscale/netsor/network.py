@@ -13,8 +13,9 @@ multiplier of each; its parameterization decides only which of the two the *para
     Parameters ``Z`` (iid N(0, 1)); the network computes ``sqrt(var / fan_in) Z h``. The
     tangent kernel converges as the width grows (Jacot et al.).
 ``"shaped"``
-    As ``"ntk"``, and every activation ``phi`` (with ``phi(0) = 0``, ``phi'(0) = 1``) of a layer
-    of width ``n`` is replaced by ``s phi(x / s)``, ``s = shaping * sqrt(n)``: the shaped
+    As ``"ntk"``, and every activation ``phi`` (smooth at 0, ``phi'(0) != 0``) of a layer
+    of width ``n`` is replaced by ``s phi_std(x / s)``, ``s = shaping * sqrt(n)``, with
+    ``phi_std = (phi - phi(0)) / phi'(0)`` (:func:`symscale.nsde.standardize`): the shaped
     parameterization of the neural covariance SDE (its shaped ReLU has width-dependent slopes
     and is an activation of its own, :func:`symscale.nsde.shaped_relu`).
 
@@ -338,7 +339,9 @@ def sample_network(program, width, seed=0, *, parameterization: str = "standard"
     ValueError
         A width < 1, an unknown or missing name, operations whose arguments get different
         dimensions (names the node), an unknown parameterization, ``shaping`` where it does not
-        belong, or a shaped activation without ``phi(0) = 0, phi'(0) = 1``.
+        belong.
+    DomainError
+        A shaped activation that is not smooth at 0 or has ``phi'(0) = 0``.
     InvalidProgramError
         The program breaks a Netsor rule.
 

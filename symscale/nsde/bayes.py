@@ -342,16 +342,38 @@ class EvidenceRate(ResultDisplay):
 
 
 def _evidence_terms(V, Y, beta, b):
-    P = len(Y)
-    C = V + (0.0 if np.isinf(beta) else 1.0 / beta) * np.eye(P)
-    A = np.linalg.inv(C)
+    lin, non = _evidence_terms_stack(V[None], Y, 0.0 if np.isinf(beta) else 1.0 / beta, b[None])
+    return float(lin[0]), float(non[0])
+
+
+def _evidence_terms_stack(V, Y, s, b):
+    """(linear, nonlinear) parts of L F / F for a stack of Gram matrices V (k, P, P) with
+    drift matrices b (k, P, P) and noise variance s (the formula of evidence_first_order)."""
+    P = Y.shape[0]
+    A = np.linalg.inv(V + s * np.eye(P))
     w = A @ Y
     VA = V @ A
-    wVw = w @ V @ w
-    linear = (0.25 * wVw**2 - w @ V @ A @ V @ w - 0.5 * np.trace(VA) * wVw
-              + 0.25 * np.trace(VA) ** 2 + 0.5 * np.trace(VA @ VA))
-    nonlinear = 0.5 * (w @ b @ w - np.trace(A @ b))
-    return float(linear), float(nonlinear)
+    wVw = np.einsum("ki,kij,kj->k", w, V, w)
+    Vw = np.einsum("kij,kj->ki", V, w)
+    tVA = np.trace(VA, axis1=1, axis2=2)
+    lin = (0.25 * wVw**2 - np.einsum("ki,kij,kj->k", Vw, A, Vw) - 0.5 * tVA * wVw
+           + 0.25 * tVA**2 + 0.5 * np.einsum("kij,kji->k", VA, VA))
+    non = 0.5 * (np.einsum("ki,kij,kj->k", w, b, w) - np.einsum("kij,kji->k", A, b))
+    return lin, non
+
+
+def _gaussian_stack(V, Y, s):
+    """log N(Y; 0, V + sI), w = (V + sI)^-1 Y and (V + sI)^-1 for a stack (k, P, P); the log
+    likelihood is -inf where V + sI is singular (the Monte Carlo averages count it as 0)."""
+    P = Y.shape[0]
+    C = V + s * np.eye(P)
+    sign, logdet = np.linalg.slogdet(C)
+    with np.errstate(all="ignore"):
+        A = np.linalg.inv(C)
+    w = A @ Y
+    out = -0.5 * (w @ Y + logdet + P * math.log(2 * math.pi))
+    out[sign <= 0] = -np.inf
+    return out, w, A
 
 
 @renamed_arguments(act="activation")

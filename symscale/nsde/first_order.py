@@ -479,7 +479,8 @@ def log_evidence_first_order_formula(P: int, activation, beta=None, *, width=Non
     P : int
         Number of training inputs (>= 1).
     activation : str, Activation or Shaped
-        A shaped activation: smooth with phi(0) = 0, phi'(0) = 1 (``a=`` its shaping
+        A shaped activation: smooth with phi'(0) != 0, in standard form
+        (phi - phi(0))/phi'(0) (:func:`~symscale.nsde.standardize`) (``a=`` its shaping
         strength, symbolic if omitted) or a monotone two-slope one (``c_plus_value=``,
         ``c_minus_value=``, symbolic if omitted), or a :class:`Shaped` (which also fixes the
         sampler's width).
@@ -499,7 +500,7 @@ def log_evidence_first_order_formula(P: int, activation, beta=None, *, width=Non
     Raises
     ------
     DomainError
-        ``activation`` is not a shaped activation (sigmoid, abs, ...).
+        ``activation`` is not a shaped activation (cos: phi'(0) = 0; abs, ...).
     TypeError, ValueError
         P not an integer >= 1, beta <= 0 or not a number, a bad width.
 

@@ -44,7 +44,7 @@ from ..formula import Formula, Variable
 from ..kernels.dual import correlated_pair, dual_kernel, q11, q12, q22
 from ..linalg import psd_sqrt, random_psd_point
 from ..validation import check_real
-from .shaping import Shaped, taylor_at_zero
+from .shaping import Shaped, _rescaling_text, standardize, taylor_at_zero
 from ..display import ResultDisplay
 
 __all__ = ["drift", "nu", "diffusion", "correlation_sde", "explosion_criterion", "CorrelationSDE",
@@ -82,7 +82,9 @@ def drift(activation, *, a=None, c_plus_value=None, c_minus_value=None) -> Formu
     Parameters
     ----------
     activation : str, Activation or Shaped
-        A smooth base activation (phi(0) = 0, phi'(0) = 1), a monotone two-slope activation
+        A smooth base activation (phi'(0) != 0; one with phi(0) != 0 or phi'(0) != 1, e.g.
+        GELU, is put in standard form (phi - phi(0))/phi'(0) first, see
+        :func:`~symscale.nsde.standardize`), a monotone two-slope activation
         (relu, leaky_relu with alpha >= 0, shaped_relu), which names the shaped-ReLU family
         (slopes 1 + c_pm / sqrt(n): the activation's own slopes do not enter), or a
         :class:`Shaped`.
@@ -104,7 +106,7 @@ def drift(activation, *, a=None, c_plus_value=None, c_minus_value=None) -> Formu
     DomainError
         A non-smooth activation that is not a monotone two-slope one (e.g. abs, whose slopes
         -1 and +1 keep it far from the identity: one layer moves the correlation by O(1), so
-        no covariance SDE exists), or phi(0) != 0 or phi'(0) != 1.
+        no covariance SDE exists), or phi'(0) = 0 (cos: no rescaling approaches the identity).
     ValueError, TypeError
         A parameter that does not apply to ``activation`` (``a`` for a two-slope activation,
         ``c_plus_value`` for a smooth one, any of them for a Shaped), or a non-finite one.
@@ -166,13 +168,11 @@ def _check_relu_like(act):
 
 @lru_cache(maxsize=128)
 def _smooth_drift_expr(act: Activation):
-    """a^2 b(V) derived by the epsilon expansion; also returns (phi''(0), phi'''(0))."""
+    """a^2 b(V) derived by the epsilon expansion of the standard form phi_std of ``act`` (the
+    network applies s phi_std(x/s), see :func:`~symscale.nsde.shaping.standardize`); also
+    returns (phi_std''(0), phi_std'''(0))."""
+    act = standardize(act)  # DomainError when phi is not smooth at 0 or phi'(0) = 0
     taylor = taylor_at_zero(act, 3)
-    if taylor[0] != 0 or taylor[1] != 1:
-        from ..errors import DomainError
-
-        raise DomainError(f"the shaped-network drift needs phi(0) = 0 and phi'(0) = 1; "
-                          f"{act.label} has phi(0) = {taylor[0]}, phi'(0) = {taylor[1]}")
     u, v = sp.symbols("u v")
     phi_s = sp.series(act.expr.subs(X, _EPS * X) / _EPS, _EPS, 0, 3).removeO()  # x + eps.. + eps^2..
     prod = sp.expand(phi_s.subs(X, u) * phi_s.subs(X, v))
@@ -185,6 +185,11 @@ def _smooth_drift_expr(act: Activation):
 
 def _smooth_drift(act: Activation, a):
     body, phi2, phi3 = _smooth_drift_expr(act)
+    std = standardize(act)  # what the shaped network applies (act itself in standard form)
+    description = f"NSDE drift of the shaped {act.label}"
+    if std.name == "standardized" and std.params["base"] == act:
+        description += (f", standardized as phi_std = {_rescaling_text(act, std)} (the network "
+                        "applies s phi_std(x/s))")
     a_val = a_sym if a is None else sp.nsimplify(a)
     expr = body / a_val**2
     variables = _V_VARS + ((Variable(a_sym, "shaping strength: s = a sqrt(n)"),)
@@ -200,12 +205,12 @@ def _smooth_drift(act: Activation, a):
         av = point.get("a", a)
         u, w = _pair(point, n, rng)
         s = av * math.sqrt(_N_CHECK)
-        fu, fw = s * act(u / s), s * act(w / s)
+        fu, fw = s * std(u / s), s * std(w / s)
         cv = (phi2f / 2) * (u * u * w + u * w * w) / s  # first-order term, mean 0
         return _N_CHECK * (fu * fw - u * w - cv)
 
     return Formula(expr, variables, name=f"b[{act.label}]",
-                   lhs=r"b_{ab}(V)", description=f"NSDE drift of the shaped {act.label}",
+                   lhs=r"b_{ab}(V)", description=description,
                    sampler=sampler, point_sampler=_psd_point(a is None, "a"), aliases=_OLD)
 
 

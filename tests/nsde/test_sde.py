@@ -28,11 +28,8 @@ def test_generic_smooth_drift_reproduces_the_known_formula():
     assert sp.simplify(b.expr - known) == 0
     for name in ("sin", "erf"):  # odd activations: phi'' = 0, drift from phi''' only
         t = ss.nsde.taylor_at_zero(name, 3)
-        want = known.subs({phi2: t[2], phi3: t[3]})
-        if name == "erf":  # erf'(0) = 2/sqrt(pi) != 1: not a valid shaped activation
-            with pytest.raises(DomainError, match="phi'\\(0\\) = 1"):
-                drift(name)
-            continue
+        # erf'(0) = 2/sqrt(pi): the network applies erf / erf'(0), whose derivatives are t / t[1]
+        want = known.subs({phi2: t[2] / t[1], phi3: t[3] / t[1]})
         assert sp.simplify(drift(name).expr - want) == 0
 
 
@@ -108,8 +105,8 @@ def test_correlation_sde_by_ito():
 def test_bad_inputs():
     with pytest.raises(DomainError, match="not smooth at 0"):
         drift("step")  # a jump: neither smooth nor of the two-slope (shaped ReLU) family
-    with pytest.raises(DomainError, match="phi\\(0\\) = 0"):
-        drift("cos")
+    with pytest.raises(DomainError, match="cos has phi'\\(0\\) = 0 .*no rescaling"):
+        drift("cos")  # phi'(0) = 0: no rescaling (phi - phi(0))/phi'(0) approaches x
     with pytest.raises(ValueError, match="a must be > 0"):
         shaped("tanh", a=-1.0, n=10)
     with pytest.raises(ValueError, match="n must be >= 1, got 0"):

@@ -109,6 +109,28 @@ RECIPES = {
     "check_first_order": (lambda **k: nsde.check_first_order(
         X4[:2], Y4[:2], nsde.shaped("tanh", 1.0, 16), **k), dict(seed=0),
         {"n_samples": 50}),
+    "check_second_order": (lambda **k: nsde.check_second_order(
+        X4[:2], Y4[:2], nsde.shaped("tanh", 1.0, 16), **k), dict(seed=0),
+        {"n_samples": 50}),
+    "check_predictive_density": (lambda **k: nsde.check_predictive_density(
+        Z8[:2], Y8[:2], Z8[2], nsde.shaped("tanh", 1.0, 16), 0.25, [0.0, 0.5], **k),
+        dict(seed=0), {"n_samples": 50}),
+    "log_evidence_slope_mc": (lambda **k: nsde.log_evidence_slope_mc(
+        X4[:2], Y4[:2], nsde.shaped("tanh", 1.0, 16), 2.0, 0.25, **k), dict(seed=0),
+        {"n_chains": 20}),
+    "mc_slope": (lambda **k: nsde.phase_diagram("relu", num=5).mc_slope(
+        2.0, 1.0, 0.25, **k), dict(seed=0), {"width": 16, "n_chains": 20}),
+    "deep_linear_chain_evidence": (lambda **k: nsde.deep_linear_chain_evidence(
+        X4[:2], Y4[:2], **k), dict(seed=0), {"width": 4, "depth": 2, "n_chains": 20}),
+    "zero_drift_evidence": (lambda **k: nsde.zero_drift_evidence(X4[:2], Y4[:2], 0.1, **k),
+                            dict(seed=0), {"n_paths": 20}),
+    "deep_linear_link": (lambda **k: nsde.deep_linear_link(X4[:2], Y4[:2], **k),
+                         dict(seed=0), {"width": 4, "depth": 2, "n_paths": 20}),
+    "simulate_rescaled_sde": (lambda **k: nsde.simulate_rescaled_sde(
+        K3[:2, :2], "tanh", 0.2, 0.05, **k, a_tilde=1.0), dict(seed=0), {"n_paths": 3}),
+    "width_convergence": (lambda **k: nsde.width_convergence(
+        K3[:2, :2], "tanh", k.pop("depth"), (8, 16, 32, 64), **k, a=1.0), dict(seed=0),
+        {"depth": 2, "n_chains": 20}),
     "LoFi": (lambda **k: lofi.LoFi(layers=[(k.pop("P"), k.pop("k"))], **k).fit(Z8, Y8),
              dict(seed=0), {"P": 12, "k": 2}),
     "spectral_filter": (lambda **k: lofi.spectral_filter(Z8, Y8, **k), dict(seed=0), {"k": 2}),

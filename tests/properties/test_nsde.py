@@ -31,7 +31,7 @@ def shaped_acts(draw):
     if draw(st.booleans()):
         return ("relu", draw(st.sampled_from([0.0, 1.0, -1.0, 0.5])),
                 draw(st.sampled_from([0.0, -1.0, -2.0, 1.0])), n)
-    return ("smooth", draw(st.sampled_from(["tanh", "sin", "identity"])),
+    return ("smooth", draw(st.sampled_from(["tanh", "sin", "identity", "gelu", "softplus"])),
             draw(st.sampled_from([0.5, 1.0, 2.0])), n)
 
 
