@@ -25,7 +25,7 @@ from symscale.nsde import (check_predictive_density, check_second_order, depth_b
                            log_evidence_slope_mc, phase_diagram, predictive_density_first_order,
                            predictive_first_order, shaped, shaped_relu)
 
-TITLE = "Shaped deep MLPs: when depth helps, second order in tau, the predictive as a kernel"
+TITLE = r"Shaped deep MLPs: when depth helps, second order in $\tau$, the predictive as a kernel"
 
 
 def run(section, quick: bool) -> None:

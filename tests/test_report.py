@@ -718,3 +718,18 @@ def test_section_figure_lints_before_saving(tmp_path):
     finally:
         plt.close(fig)
     assert not (tmp_path / "figures" / "bad.png").exists() and sec.parts == []
+
+
+def test_every_derivation_title_passes_the_lint():
+    """A title is linted only when `reproduce` opens the section: check all of them up front
+    (a word 'tau' in a title failed the main job after the tests had passed)."""
+    import ast
+
+    from symscale.report import lint_text
+
+    for path in find_derivations():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        titles = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                  and any(getattr(t, "id", None) == "TITLE" for t in node.targets)]
+        assert len(titles) == 1, f"{path.name} has no TITLE string"
+        lint_text(titles[0], f"title of {path.name}")
