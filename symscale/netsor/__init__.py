@@ -10,8 +10,10 @@ rules), :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.
 
 from .._deprecation import deprecated_names
 from .builders import attention_block, layernorm_mlp, mlp, resnet, rnn
+from .coupled import CoupledRun, run_coupled
 from .finite import FiniteRun, run_finite
-from .infinite import InfiniteRun, run_infinite
+from .infinite import InfiniteRun, degenerate_lines, run_infinite
+from .assumptions import AssumptionReport, check_assumptions
 from .kernel_function import KernelFn, kernel_fn
 from .network import PARAMETERIZATIONS, SampledNetwork, sample_network
 from .ntk import empirical_ntk, infinite_ntk
@@ -42,7 +44,8 @@ __all__ = [
     "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
     "run_infinite", "InfiniteRun", "symbolic_kernel", "symbolic_ntk", "infinite_ntk",
     "empirical_ntk", "kernel_fn", "KernelFn", "sample_network", "SampledNetwork",
-    "PARAMETERIZATIONS",
+    "PARAMETERIZATIONS", "run_coupled", "CoupledRun",
+    "check_assumptions", "AssumptionReport", "degenerate_lines",
 ]
 
 __getattr__ = deprecated_names(__name__, {"Kernel": ("symscale.netsor.KernelScalar",

@@ -267,9 +267,34 @@ class RevealedGaussian:
         self.n_rows, self.scale, self.rng = n_rows, scale, rng
         self.Q = None  # orthonormal basis (fan_in x m) of the inputs seen so far
         self.A = None  # revealed coefficients M Q (n_rows x m)
+        self._seen = {}  # bytes of an input column -> its product (exact duplicates)
 
     def __matmul__(self, h):
         h = np.asarray(h, dtype=float)
+        # a column equal to one multiplied before (the same vector twice, a bias-only vector
+        # at every input) is a degenerate line: its product is the earlier one, copied, so that
+        # equal inputs give equal products exactly (not up to the round-off of A Q^T h)
+        keys = [(h[:, j] + 0.0).tobytes() for j in range(h.shape[1])]
+        fresh, first = [], set()
+        for j, k in enumerate(keys):
+            if k not in self._seen and k not in first:
+                fresh.append(j)
+                first.add(k)
+        if len(fresh) < h.shape[1]:
+            out = np.empty((self.n_rows, h.shape[1]))
+            if fresh:
+                out[:, fresh] = self._product(h[:, fresh])
+                self._seen.update((keys[j], out[:, j].copy()) for j in fresh)
+            for j, k in enumerate(keys):
+                if j not in fresh:
+                    out[:, j] = self._seen[k]
+            return out
+        out = self._product(h)
+        self._seen.update((k, out[:, j].copy()) for j, k in enumerate(keys))
+        return out
+
+    def _product(self, h):
+        """The Gaussian-conditioning step for columns h (no exact duplicates among them)."""
         if self.Q is None:
             coeff, resid, noise = None, h, 0.0
         else:

@@ -12,6 +12,10 @@ are functions of them. The engine computes lazily (memoized per pair of nodes):
   or :func:`~symscale.kernels.cross_kernel_numeric`; otherwise tensor Gauss-Hermite quadrature
   when the joint dimension is at most 4, and Monte Carlo beyond (its standard error is reported
   in :attr:`InfiniteRun.mc_stderr`).
+* Degenerate MatMul lines (``h`` an exact linear combination of vectors the same matrix
+  multiplied before: the same vector twice, ``h2 = 2 h1``, dependent inputs) are reduced to
+  NonLin lines: their covariance rows are that combination of the earlier lines' rows
+  (:func:`degenerate_lines`), so the limit is exactly as singular as the program.
 * NetsorK: LayerNorm and attention are deterministic linear maps across inputs at infinite width:
   ``LN(h)(a) = (h(a) - m(a)) / sqrt(v(a) + eps)`` with the limiting mean and variance, and
   attention ``o(a) = sum_b softmax_b(scale * E[Z^q(a) Z^k(b)]) v(b)``.
@@ -39,11 +43,12 @@ from ..expectations.joint import MAX_QUADRATURE_DIM, MC_SAMPLES, joint_expectati
 from ..kernels.moments import gaussian_moment_numeric
 from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric
 from .data import duplicate_map, prepare_inputs
-from .program import (KernelScalar, Readout, Weight, _kinds, _parents, as_graph, readout,
-                      topological_order, validate)
+from .program import (KernelScalar, MatMul, Readout, Weight, _kinds, _parents, as_graph,
+                      readout, topological_order, validate)
 from ..display import ResultDisplay
 
-__all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES"]
+__all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES", "degenerate_lines",
+           "Reduction", "PROBE_WIDTH", "PROBE_MAX_COLUMNS", "COEFFICIENT_RTOL"]
 
 _IDENTITY = activation("identity")
 
@@ -152,6 +157,167 @@ def run_infinite(program, X) -> InfiniteRun:
     return InfiniteRun(kernels, means, mc_stderr, scalars, eng, rep)
 
 
+#: Width of the probe network that finds degenerate MatMul lines (at least twice the number of
+#: columns one matrix multiplies, so that only exact dependences can show).
+PROBE_WIDTH = 64
+#: Coefficients of a dependence that agree between two probes to this relative precision are
+#: fixed numbers (float64 round-off of the Gram-Schmidt solve is far below it; a coefficient that
+#: is a random NetsorK scalar differs by O(width^-1/2)).
+COEFFICIENT_RTOL = 1e-9
+#: A matrix that multiplies more columns than this (uses x inputs) skips the probe (no
+#: reduction; the covariances are used as computed).
+PROBE_MAX_COLUMNS = 512
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A MatMul line reduced at some inputs: ``g(p) = sum_j T[p, j] g_basis[j]``.
+
+    Attributes
+    ----------
+    T : ndarray (P, len(basis))
+        Coefficients found by the probe (a unit row at the node's own non-degenerate inputs).
+    basis : list of (node, input)
+        Non-degenerate columns of the same A (earlier MatMuls, and this one's own).
+    dependent : list of int
+        Inputs at which the line is degenerate.
+    deterministic : list of int
+        Those whose coefficients are the same in two independent probes (to
+        :data:`COEFFICIENT_RTOL`): fixed numbers (2 for ``h2 = 2 h1``; exactly 1 for a copy, 0
+        for a zero vector), used as found. The others (a NetsorK scalar times h) are random
+        at finite width; :func:`run_infinite` takes their limit by regression.
+    sizes : dict
+        Input -> number of basis columns before it (its combination uses only those).
+    """
+
+    T: np.ndarray
+    basis: list
+    dependent: list
+    deterministic: list
+    sizes: dict
+
+
+def degenerate_lines(G, data, P, order=None, par=None) -> dict:
+    """The degenerate MatMul lines of a program and their reduction to NonLin lines.
+
+    A MatMul ``g = A h`` is degenerate at input ``p`` when ``h(p)`` is a linear combination of
+    the vectors that A multiplied before (earlier MatMuls of the same A at any input, and
+    earlier inputs of this one): then ``g(p)`` is the same combination of their products, a
+    deterministic linear function of non-degenerate G-variables (the seed's reduction of the
+    line to a NonLin), and its limit covariance must be that combination too. Exact functional
+    dependences (the same vector twice, ``h2 = 2 h1``, a vector that is 0) hold at every width,
+    so one probe network of width ``max(PROBE_WIDTH, 2 m + 16)`` (m: the most columns one A
+    multiplies; seed 0) finds them: a column is dependent when its residual outside the span of
+    the earlier columns (Gram-Schmidt, twice) is at most ``16 eps`` times the norm of its
+    projection (float64 round-off of the projection; the rule of
+    :class:`~symscale.netsor.finite.RevealedGaussian`). Two probes (seeds 0 and 1) must agree on
+    the dependence; coefficients that agree too are fixed numbers, used as found (exact), and
+    the others (a NetsorK scalar times h, random at finite width) are replaced in
+    :func:`run_infinite` by the regression ``K_BB^{-1} K_Bh`` on the limit kernel. Dependences
+    that hold only in the limit are not found (their covariances are used as computed).
+
+    Returns
+    -------
+    dict
+        MatMul node -> :class:`Reduction`. Only nodes with a degenerate input appear; ``{}``
+        when there are none (or the probe cannot run, or an A multiplies more than
+        :data:`PROBE_MAX_COLUMNS` columns).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.netsor import Program
+    >>> p = Program()
+    >>> W, h = p.weight(), p.nonlin("tanh", p.embed())
+    >>> g1, g2 = p.matmul(W, h), p.matmul(W, p.nonlin("2*tanh(x0)", "g"))
+    >>> _ = p.readout(p.nonlin("x0 * x1", g1, g2))
+    >>> red = degenerate_lines(p.graph, {"x": np.eye(2)}, 2)
+    >>> red["g_2"].dependent, red["g_2"].basis, np.round(red["g_2"].T, 12) + 0.0
+    ([0, 1], [('g_1', 0), ('g_1', 1)], array([[2., 0.],
+           [0., 2.]]))
+    """
+    from .network import _sample, layer_dims  # finite-width machinery, only for the probe
+
+    order = topological_order(G) if order is None else order
+    par = {n: _parents(G, n) for n in G.nodes} if par is None else par
+    uses: dict = {}
+    for n in order:
+        if isinstance(G.nodes[n]["op"], MatMul):
+            uses.setdefault(par[n]["A"], []).append(n)
+    cols = max((len(ns) for ns in uses.values()), default=0) * P
+    if not uses or cols > PROBE_MAX_COLUMNS:
+        return {}
+    width = max(PROBE_WIDTH, 2 * cols + 16)
+    try:
+        dims, shapes = layer_dims(G, order, par, width)
+        probes = [_probe(_sample(G, order, par, dims, shapes,
+                                 {k: v.shape[1] for k, v in data.items()},
+                                 np.random.default_rng(seed))._forward(data),
+                         uses, par, P, width) for seed in (0, 1)]
+    except (ArithmeticError, ValueError):  # a probe that cannot run reduces nothing
+        return {}
+    out = {}
+    for n, red in probes[0].items():
+        other = probes[1].get(n)
+        if other is None or other.dependent != red.dependent or other.basis != red.basis:
+            continue  # not a dependence of the program (cannot happen for exact ones)
+        scale = np.maximum(np.max(np.abs(red.T), axis=1, initial=0.0), 1.0)
+        same = np.all(np.abs(red.T - other.T) <= COEFFICIENT_RTOL * scale[:, None], axis=1)
+        out[n] = Reduction(red.T, red.basis, red.dependent,
+                           [p for p in red.dependent if same[p]], red.sizes)
+    return out
+
+
+def _probe(net, uses, par, P, width):
+    """The dependent columns of one probe network (``degenerate_lines``)."""
+    eps = np.finfo(float).eps
+    out = {}
+    for A, nodes in uses.items():
+        basis, Q, R = [], np.empty((width, 0)), np.empty((0, 0))  # columns H = Q R
+        seen, scales = {}, []
+        for n in nodes:
+            h = net.values[par[n][0]]
+            T = np.zeros((P, len(basis)))
+            dep, exact, sizes = [], [], {}
+            for p in range(P):
+                v = h[:, p] + 0.0
+                key = v.tobytes()
+                m = sizes[p] = len(basis)
+                c = np.zeros(m)
+                if key in seen:  # an exact duplicate: the coefficient is exactly 1
+                    c[seen[key]] = 1.0
+                    dependent = True
+                    exact.append(p)
+                elif not np.any(v):
+                    dependent = True
+                    exact.append(p)
+                else:
+                    size = float(np.max(np.abs(v)))  # columns scaled to max 1: no overflow
+                    v = v / size
+                    coeff = Q.T @ v
+                    resid = v - Q @ coeff
+                    extra = Q.T @ resid  # one re-orthogonalization (Gram-Schmidt twice)
+                    coeff, resid = coeff + extra, resid - Q @ extra
+                    norm = float(np.linalg.norm(resid))
+                    dependent = norm <= 16 * eps * float(np.linalg.norm(coeff))
+                    if dependent:
+                        c = np.linalg.solve(R, coeff) * size / np.array(scales) if m else c
+                    else:
+                        Q = np.hstack([Q, (resid / norm)[:, None]])
+                        R = np.block([[R, coeff[:, None]], [np.zeros((1, m)), norm]])
+                        basis.append((n, p))
+                        scales.append(size)
+                        seen[key] = m
+                        c = np.append(c, 1.0)
+                        T = np.hstack([T, np.zeros((P, 1))])
+                if dependent:
+                    dep.append(p)
+                T[p, :c.size] = c
+            if dep:
+                out[n] = Reduction(T, list(basis[:T.shape[1]]), dep, exact, sizes)
+    return out
+
+
 class _Engine:
     def __init__(self, G, data, P):
         self.G, self.data, self.P = G, data, P
@@ -160,6 +326,8 @@ class _Engine:
         self._cov, self._mom, self._mean, self._mix = {}, {}, {}, {}
         self.mc_stderr = {}
         self.rng = np.random.default_rng(0)  # only for the documented Monte Carlo fallback
+        self.reduced = degenerate_lines(G, data, P, par=self.par)
+        self._coef = {}
 
     def op(self, n):
         return self.G.nodes[n]["op"]
@@ -183,7 +351,57 @@ class _Engine:
     # -- covariance of G-variables -------------------------------------------------------------
     def cov(self, a, b):
         return _memo_pair(self._cov, a, b, lambda x, y: self.checked(
-            x, y, self._cov_raw(x, y), "the covariance"))
+            x, y, self._reduce(x, y, self._cov_raw(x, y)), "the covariance"))
+
+    def coefficients(self, node):
+        """Limit coefficients of a reduced line: exact copies and zeros as found, the rest by
+        regression on the limit kernel of the basis columns before them."""
+        if node in self._coef:
+            return self._coef[node]
+        red = self.reduced[node]
+        T = red.T.copy()
+        for p in red.dependent:
+            if p in red.deterministic:
+                continue
+            basis = red.basis[:red.sizes[p]]
+            K = np.array([[self._input_moment(a, b)[q, r] for b, r in basis] for a, q in basis])
+            k = np.array([self._input_moment(a, node)[q, p] for a, q in basis])
+            T[p] = 0.0
+            T[p, :len(basis)] = np.linalg.solve(K, k)
+        self._coef[node] = T
+        return T
+
+    def _input_moment(self, a, b):
+        """E[Z^h(x) Z^h'(x')] of what the MatMuls a and b multiply."""
+        return self.moment(self.par[a][0], self.par[b][0])
+
+    def _reduce(self, a, b, R):
+        """Rows of degenerate inputs of a, then columns of those of b, replaced by the linear
+        combination of non-degenerate lines that they are (:func:`degenerate_lines`), so that
+        the limit covariance is exactly as singular as the program."""
+        if a not in self.reduced and b not in self.reduced:
+            return R
+        R = np.array(R, dtype=float)
+        for side, node in ((0, a), (1, b)):
+            if node not in self.reduced:
+                continue
+            T, basis, dep = self.coefficients(node), self.reduced[node].basis, \
+                self.reduced[node].dependent
+            other = b if side == 0 else a
+            rows = []
+            for m, q in basis:
+                if m == node:
+                    rows.append(R[q] if side == 0 else R[:, q])
+                else:
+                    C = self.cov(m, other)
+                    rows.append(C[q])
+            rows = np.array(rows)
+            for p in dep:
+                if side == 0:
+                    R[p] = T[p] @ rows
+                else:
+                    R[:, p] = T[p] @ rows
+        return R
 
     def _cov_raw(self, a, b):
         # linear structure first (LinComb, LayerNorm/attention of a G), then the source ops'
@@ -302,6 +520,7 @@ class _Engine:
         (ua, sa), (ub, sb) = _unique(pa), _unique(pb)
         C = self._joint(ua, ub)
         sb = [len(ua) + i for i in sb]
+        C, (sa, sb) = _merge_equal(C, sa, sb, split=len(ua))
 
         def func(z, idx):  # z: (nodes, D) for the input pair idx = (x, x')
             return (_apply(fa, z[..., sa], None if ka is None else ka[:, idx[0]])
@@ -324,6 +543,7 @@ class _Engine:
         C = np.empty((self.P, len(nodes), len(nodes)))
         for i, j in itertools.product(range(len(nodes)), repeat=2):
             C[:, i, j] = np.diag(self.cov(nodes[i], nodes[j]))
+        C, (pos,) = _merge_equal(C, pos)
 
         def func(z, idx):
             return _apply(f, z[..., pos], None if params is None else params[:, idx[0]])
@@ -338,6 +558,29 @@ def _unique(nodes):
     """(distinct nodes in order of first use, position of each argument among them)."""
     first = list(dict.fromkeys(nodes))
     return first, [first.index(n) for n in nodes]
+
+
+def _merge_equal(C, *positions, split=None):
+    """Merge the coordinates of a stack of joint covariances (..., D, D) whose rows equal an
+    earlier coordinate's in every matrix of the stack: they are one Gaussian (variance of the
+    difference 0; two distinct G-variables that a reduced line made equal), so integrating one
+    coordinate makes their functions agree exactly, not up to the round-off of a singular
+    factor. Coordinates on either side of ``split`` (x and x' of a pair) are never merged.
+    Returns the reduced stack and the argument positions mapped onto it."""
+    split = C.shape[-1] if split is None else split
+    D = C.shape[-1]
+    keep, where = [], {}
+    for i in range(D):
+        twin = next((j for j in keep if (j < split) == (i < split)
+                     and np.array_equal(C[..., i, :], C[..., j, :])), None)
+        if twin is None:
+            where[i] = len(keep)
+            keep.append(i)
+        else:
+            where[i] = where[twin]
+    if len(keep) == D:
+        return C, positions
+    return C[..., keep, :][..., keep], tuple([where[i] for i in pos] for pos in positions)
 
 
 def _memo_pair(cache, a, b, compute):

@@ -71,6 +71,10 @@ RECIPES = {
                    {"width": 6, "n_networks": 2}),
     "empirical_ntk": (lambda **k: netsor.empirical_ntk(netsor.mlp(1), X4, **k), dict(seed=0),
                       {"width": 6, "n_networks": 2}),
+    "run_coupled": (lambda **k: netsor.run_coupled(netsor.mlp(1), X4, **k), dict(seed=0),
+                    {"width": 6, "n_networks": 2}),
+    "sliced_w2": (lambda **k: netsor.run_coupled(netsor.mlp(1), X4, 6, 4, seed=1).sliced_w2(
+        **k), dict(seed=0), {"n_projections": 5}),
     "sample_network": (lambda **k: netsor.sample_network(netsor.mlp(2), input_dim=2, **k)(X4),
                        dict(seed=0), {"width": 6}),
     "normalized_ntk": (lambda **k: deep_ntk.normalized_ntk(0.3, **k), {}, {"depth": 3}),

@@ -1,0 +1,396 @@
+r"""Coupled execution of a Netsor program: a finite network and its infinite-width limit driven
+by the same Gaussian draws.
+
+For every random line one standard Gaussian array ``xi`` (rows iid N(0, I_P)) drives both
+executions (the coupling of the quantitative Tensor Programs proofs):
+
+MatMul ``g = A h``
+    Let H (columns: the vectors A multiplied before, over all P inputs) and G = A H be the
+    products already revealed. The rows of A are iid N(0, var/n I), so given them
+
+    * finite side: ``g = G B_f + xi S_f^{1/2}`` with ``B_f = (H^T H)^+ H^T h`` and
+      ``S_f = (var/n) h^T (I - proj_H) h`` -- empirical inner products of the finite vectors;
+      this is exactly the law of :func:`~symscale.netsor.run_finite`;
+    * limit side: n iid coordinates of the infinite-width process, ``Z^g = Z^G B + xi S^{1/2}``
+      with the same formulas on the limit kernels ``K = E[Z^h Z^h']`` (from
+      :func:`~symscale.netsor.run_infinite`): ``B = K_HH^+ K_Hh``,
+      ``S = var (K_hh - K_hH K_HH^+ K_Hh)`` (the Gaussian conditional law of a new G-variable
+      of A given the earlier ones; G-variables of other matrices are independent of it).
+Embed ``U x`` and Bias
+    Both sides have the same law (``weight_var <x, x'>/d``; ``var``), so both take the same
+    value: the coordinate distance there is 0.
+NonLin, LinComb
+    Applied on each side.
+Readout ``out = sqrt(var/n) v^T h + sqrt(bias_var) beta``
+    finite ``xi S_f^{1/2}`` with ``S_f = var h^T h / n + bias_var`` (its law given h), limit
+    ``xi K_out^{1/2}`` (the exact Gaussian process), the same xi.
+
+So the finite outputs have the law of the finite network, the limit outputs are exact samples
+of the Gaussian process, and ``sqrt(E ||f - g||^2)`` over the joint output vector of all P
+inputs is an upper bound on the 2-Wasserstein distance between the two laws, estimated without
+a sampling floor (an estimate of the distance between two samples would keep one). Its width
+dependence: ``E||S_f^{1/2} - K^{1/2}||_F^2`` where ``S_f - K`` is a sum of independent-ish
+fluctuations of order ``m_l^{-1/2}`` from each layer, so the squared bound is approximately
+``sum_l c_l / m_l`` and the bound falls as ``n^{-1/2}`` at equal widths.
+
+NetsorK nodes (KernelScalar, nonlinearities with kernel parameters, LayerNorm, Attention) are
+not supported: ``NotImplementedError`` names the node.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.netsor import mlp, run_coupled
+>>> X = np.array([[1.0, 0.0], [0.6, 0.8]])
+>>> run = run_coupled(mlp(2, "relu", weight_var=2.0), X, width=512, n_networks=64, seed=0)
+>>> run.finite.shape, run.limit.shape
+((64, 2, 1), (64, 2, 1))
+>>> bool(0 < run.w2_bound < 0.3), bool(run.w2_stderr < run.w2_bound)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..display import ResultDisplay
+from ..linalg import psd_sqrt
+from ..metrics import gaussian_w2, sliced_wasserstein
+from ..validation import check_bool, check_int, seed_sequence
+from .data import duplicate_map, prepare_inputs
+from .infinite import run_infinite
+from .network import apply_op, layer_dims, nonfinite
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, MatMul, NonLin, Readout,
+                      Weight, _kinds, _parents, as_graph, topological_order, validate)
+
+__all__ = ["run_coupled", "CoupledRun", "LIMIT_PINV_RTOL"]
+
+#: Relative eigenvalue cut of the pseudo-inverse of limit kernels ``K_HH``: the kernels come
+#: from closed forms or quadrature accurate to ~1e-12 relative, so smaller eigenvalues are
+#: noise (exact ties, e.g. duplicated inputs, give exact zeros).
+LIMIT_PINV_RTOL = 1e-10
+
+_EPS = np.finfo(float).eps
+
+
+@dataclass(frozen=True)
+class CoupledRun(ResultDisplay):
+    """A coupled run (see :mod:`symscale.netsor.coupled`).
+
+    Attributes
+    ----------
+    finite : ndarray (n_networks, P, n_outputs)
+        Outputs of the finite networks (the law of :func:`~symscale.netsor.run_finite`).
+    limit : ndarray (n_networks, P, n_outputs)
+        The coupled samples of the infinite-width Gaussian process.
+    output_columns : dict
+        Readout name -> slice of the last axis.
+    output_kernels : dict
+        Readout name -> (P, P) limit output kernel.
+    distances : ndarray (n_networks, P, n_outputs)
+        ``|finite - limit|``.
+    w2_bound : float
+        ``sqrt(mean over networks of ||f - g||^2)`` over the joint output vector: an upper bound
+        on W2(finite law, Gaussian process).
+    w2_stderr : float
+        Its standard error (delta method from the per-network squared distances).
+    line_distances : dict
+        Vector node -> (n_networks,) RMS over coordinates and inputs of ``h_finite - h_limit``.
+    width : int or dict
+        The width, or the dimension of every vector node when widths differ.
+    independent : bool
+        True for the uncoupled comparison (the limit side drew its own Gaussians).
+    """
+
+    finite: np.ndarray
+    limit: np.ndarray
+    output_columns: dict
+    output_kernels: dict
+    distances: np.ndarray
+    w2_bound: float
+    w2_stderr: float
+    line_distances: dict
+    width: int | dict
+    independent: bool = False
+
+    @property
+    def squared_distances(self) -> np.ndarray:
+        """(n_networks,) ``||f - g||^2`` over the joint output vector of each network."""
+        return np.sum(self.distances ** 2, axis=(1, 2))
+
+    def line_distance(self, node: str):
+        """(RMS over networks, standard error) of the coordinate distance at ``node``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symscale.netsor import mlp, run_coupled
+        >>> run = run_coupled(mlp(2), np.eye(2), width=256, n_networks=16, seed=1)
+        >>> rms, se = run.line_distance("h_1")
+        >>> bool(0 < se < rms < 0.5), run.line_distance("g")[0]  # embeddings: shared draw
+        (True, 0.0)
+        """
+        if node not in self.line_distances:
+            raise KeyError(f"{node!r} is not a vector node of the program; vector nodes: "
+                           f"{sorted(map(str, self.line_distances))}")
+        return _root_mean(self.line_distances[node] ** 2)
+
+    def joint_kernel(self) -> np.ndarray:
+        """The (P n_out, P n_out) covariance of the flattened limit outputs (index p n_out + k);
+        readouts and output columns are independent."""
+        _, P, k = self.finite.shape
+        C = np.zeros((P, k, P, k))
+        for o, cols in self.output_columns.items():
+            for c in range(cols.start, cols.stop):
+                C[:, c, :, c] = self.output_kernels[o]
+        return C.reshape(P * k, P * k)
+
+    def gaussian_w2(self) -> float:
+        """W2 between N(0, empirical second moment of the finite outputs) and N(0, K).
+
+        A comparison for :attr:`w2_bound`: it sees only covariances and has a sampling floor
+        of order ``sqrt(P n_out / n_networks)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symscale.netsor import mlp, run_coupled
+        >>> run = run_coupled(mlp(1), np.eye(2), width=64, n_networks=32, seed=0)
+        >>> bool(run.gaussian_w2() > 0)
+        True
+        """
+        f = self.finite.reshape(self.finite.shape[0], -1)
+        zero = np.zeros(f.shape[1])
+        return gaussian_w2(zero, f.T @ f / f.shape[0], zero, self.joint_kernel())
+
+    def sliced_w2(self, n_projections: int = 200, seed=0) -> float:
+        """Sliced W2 between the finite outputs and the (coupled) Gaussian-process samples;
+        it has a sampling floor (two samples of one law are not at distance 0).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symscale.netsor import mlp, run_coupled
+        >>> run = run_coupled(mlp(1), np.eye(2), width=64, n_networks=32, seed=0)
+        >>> bool(0 <= run.sliced_w2(50) <= run.w2_bound)
+        True
+        """
+        n = self.finite.shape[0]
+        return float(sliced_wasserstein(self.finite.reshape(n, -1), self.limit.reshape(n, -1),
+                                        n_projections=n_projections, seed=seed, p=2))
+
+
+def _root_mean(sq):
+    """(sqrt(mean), delta-method standard error) of non-negative samples."""
+    m = float(np.mean(sq))
+    se_m = float(np.std(sq, ddof=1)) / math.sqrt(sq.shape[0])
+    root = math.sqrt(m)
+    return root, (se_m / (2 * root) if root > 0 else 0.0)
+
+
+def _psd_pinv(M, rtol):
+    """Pseudo-inverse of a symmetric PSD matrix, eigenvalues below ``rtol`` times the largest
+    dropped."""
+    w, U = np.linalg.eigh((M + M.T) / 2)
+    top = max(float(np.max(np.abs(w))), 0.0) if w.size else 0.0
+    keep = w > rtol * top
+    return (U[:, keep] / w[keep]) @ U[:, keep].T
+
+
+def _unsupported(G, order):
+    for node in order:
+        op = G.nodes[node]["op"]
+        if isinstance(op, (KernelScalar, LayerNorm, Attention)) or (
+                isinstance(op, NonLin) and op.n_params):
+            raise NotImplementedError(
+                f"run_coupled: node {node!r} ({type(op).__name__}) is a NetsorK operation; the "
+                "coupled execution supports Embed, Bias, MatMul, NonLin without kernel "
+                "parameters, LinComb and Readout")
+
+
+class _LimitPlan:
+    """Network-independent linear maps of the limit side: for each MatMul line the regression
+    on earlier uses of its matrix (B, S^{1/2}); for each readout K^{1/2}."""
+
+    def __init__(self, G, order, par, inf):
+        self.mat, self.out = {}, {}
+        seen: dict = {}  # A -> [vector nodes multiplied so far]
+        for node in order:
+            op = G.nodes[node]["op"]
+            if isinstance(op, MatMul):
+                A, h = par[node]["A"], par[node][0]
+                var = G.nodes[A]["op"].var
+                prev = seen.setdefault(A, [])
+                Khh = var * inf.cross(h, h)
+                if prev:
+                    KHH = var * np.block([[inf.cross(a, b) for b in prev] for a in prev])
+                    KHh = var * np.vstack([inf.cross(a, h) for a in prev])
+                    B = _psd_pinv(KHH, LIMIT_PINV_RTOL) @ KHh
+                    S = Khh - KHh.T @ B
+                else:
+                    B, S = None, Khh
+                self.mat[node] = (B, psd_sqrt(S))
+                prev.append(h)
+            elif isinstance(op, Readout):
+                self.out[node] = psd_sqrt(inf.kernels[node])
+
+
+def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
+                independent: bool = False) -> CoupledRun:
+    """Run ``n_networks`` finite networks coupled to their infinite-width limit.
+
+    Parameters
+    ----------
+    program : Program or networkx.DiGraph
+        Without NetsorK nodes (see the module docstring).
+    X : array_like
+        As for :func:`~symscale.netsor.run_infinite`.
+    width : int, sequence of int or mapping
+        As for :func:`~symscale.netsor.run_finite`; every line uses its own layer's width.
+    n_networks : int
+        >= 2.
+    seed : int, SeedSequence or Generator
+        Root of one ``SeedSequence`` stream per network.
+    independent : bool
+        The uncoupled comparison: the limit side draws its own Gaussians (the distance then
+        has a floor instead of falling with the width).
+
+    Returns
+    -------
+    CoupledRun
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments (the message names them); InvalidProgramError for an invalid program
+        (one without a readout included).
+    NotImplementedError
+        A NetsorK node (named).
+    FloatingPointError, OverflowError
+        Non-finite values, naming the node.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symscale.netsor import rnn, run_coupled
+    >>> X = np.random.default_rng(0).standard_normal((2, 3, 2))   # P=2 sequences of length 3
+    >>> small = run_coupled(rnn(3), X, width=64, n_networks=64, seed=0)
+    >>> large = run_coupled(rnn(3), X, width=1024, n_networks=64, seed=0)
+    >>> bool(large.w2_bound < small.w2_bound / 2)                 # ~ width^(-1/2)
+    True
+    """
+    G = as_graph(program)
+    validate(G)
+    n_networks = check_int(n_networks, "n_networks", low=2)
+    independent = check_bool(independent, "independent")
+    seeds = seed_sequence(seed).spawn(n_networks)
+    data, P = prepare_inputs(G, X)
+    order = topological_order(G)
+    _unsupported(G, order)
+    kind = _kinds(G)
+    par = {n: _parents(G, n) for n in G.nodes}
+    dims, _ = layer_dims(G, order, par, width)
+    outs = [n for n in order if kind[n] == "out"]
+    cols, start = {}, 0
+    for o in outs:
+        cols[o] = slice(start, start + G.nodes[o]["op"].dim)
+        start += G.nodes[o]["op"].dim
+    inf = run_infinite(G, X)
+    plan = _LimitPlan(G, order, par, inf)
+    vec = [n for n in order if kind[n] in ("G", "H")]
+    finite = np.empty((n_networks, P, start))
+    limit = np.empty((n_networks, P, start))
+    lines = {n: np.empty(n_networks) for n in vec}
+    for i in range(n_networks):
+        rng_f, rng_l = (np.random.default_rng(s) for s in seeds[i].spawn(2))
+        vf, vl, of, ol = _one_network(G, order, par, data, dims, plan, P, rng_f,
+                                      rng_l if independent else None)
+        for o in outs:
+            finite[i, :, cols[o]] = of[o].T
+            limit[i, :, cols[o]] = ol[o].T
+        for n in vec:
+            lines[n][i] = math.sqrt(float(np.mean((vf[n] - vl[n]) ** 2)))
+    rep = duplicate_map(G, data, P)
+    if rep is not None:  # equal inputs: equal rows, not equal up to rounding
+        finite, limit = finite[:, rep], limit[:, rep]
+    dist = np.abs(finite - limit)
+    w2, se = _root_mean(np.sum(dist ** 2, axis=(1, 2)))
+    sizes = set(dims.values())
+    return CoupledRun(finite, limit, cols, {o: inf.kernels[o] for o in outs}, dist, w2, se,
+                      lines, sizes.pop() if len(sizes) == 1 else dict(dims), independent)
+
+
+def _conditional(H, Gp, h, var_over_n, xi):
+    """``G B + xi S^{1/2}``: A h given the revealed products Gp = A H (rows of A iid
+    N(0, var/n)); H None for the first use."""
+    if H is None:
+        return xi @ psd_sqrt(var_over_n * (h.T @ h))
+    B, *_ = np.linalg.lstsq(H, h, rcond=None)  # (H^T H)^+ H^T h, min-norm
+    proj = H @ B
+    r = h - proj
+    # the residual's round-off comes from the projection: below it, h is in span(H)
+    noise = 16 * _EPS * np.linalg.norm(proj, 2)
+    S = var_over_n * (r.T @ r)
+    w, U = np.linalg.eigh(S)
+    root = np.sqrt(np.where(w > var_over_n * noise ** 2, w, 0.0))
+    return Gp @ B + xi @ ((U * root) @ U.T)
+
+
+def _one_network(G, order, par, data, dims, plan, P, rng, rng_l):
+    """Values (finite, limit) of every vector node and output of one coupled network; with
+    ``rng_l`` the limit side draws its own Gaussians (uncoupled comparison)."""
+    vf, vl, of, ol = {}, {}, {}, {}
+    # matrix -> (H columns, revealed products): finite side, embeddings of the uncoupled limit
+    # side; limit side: matrix -> revealed products (its regressions are in the plan)
+    rev_f, rev_e, rev_l = {}, {}, {}
+    for node in (v for v in order if not isinstance(G.nodes[v]["op"], Weight)):
+        op, p = G.nodes[node]["op"], par[node]
+        with np.errstate(all="ignore"):  # non-finite values: typed errors naming the node
+            if isinstance(op, (Embed, MatMul, Bias)):
+                shape = (dims[node], 1 if isinstance(op, Bias) else P)
+                xi = rng.standard_normal(shape)
+                xl = xi if rng_l is None else rng_l.standard_normal(shape)
+            if isinstance(op, Embed):
+                x = data[op.data].T  # d x P: the same law on both sides
+                s2 = op.weight_var / x.shape[0]
+                vf[node] = _reveal(rev_f, op.weight, x, s2, xi)
+                vl[node] = vf[node] if rng_l is None else _reveal(rev_e, op.weight, x, s2, xl)
+            elif isinstance(op, Bias):
+                vf[node] = np.repeat(math.sqrt(op.var) * xi, P, axis=1)
+                vl[node] = np.repeat(math.sqrt(op.var) * xl, P, axis=1)
+            elif isinstance(op, MatMul):
+                A, h = p["A"], p[0]
+                fan_in = dims[h] if not op.transpose else dims[node]
+                vf[node] = _reveal(rev_f, A, vf[h], G.nodes[A]["op"].var / fan_in, xi)
+                B, root = plan.mat[node]
+                Gp = rev_l.get(A)
+                g = xl @ root
+                if B is not None:
+                    g = g + Gp @ B
+                rev_l[A] = g if Gp is None else np.hstack([Gp, g])
+                vl[node] = g
+            elif isinstance(op, Readout):
+                h = vf[p[0]]
+                n = h.shape[0]
+                xi = rng.standard_normal((op.dim, P))
+                xl = xi if rng_l is None else rng_l.standard_normal((op.dim, P))
+                of[node] = xi @ psd_sqrt(op.var * (h.T @ h) / n + op.bias_var)
+                ol[node] = xl @ plan.out[node]
+                nonfinite(node, "the readout", of[node], n)
+                continue
+            else:
+                vf[node] = apply_op(node, op, p, vf, dims)
+                vl[node] = apply_op(node, op, p, vl, dims)
+        nonfinite(node, "the value (finite side)", vf[node], dims[node])
+        nonfinite(node, "the value (limit side)", vl[node], dims[node])
+    return vf, vl, of, ol
+
+
+def _reveal(state, key, h, var_over_n, xi):
+    """Finite-side product of matrix ``key`` with h, conditional on its earlier products."""
+    H, Gp = state.get(key, (None, None))
+    g = _conditional(H, Gp, h, var_over_n, xi)
+    state[key] = (h, g) if H is None else (np.hstack([H, h]), np.hstack([Gp, g]))
+    return g

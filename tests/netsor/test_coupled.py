@@ -1,0 +1,249 @@
+"""Coupled finite / infinite-width execution (issue 16): marginal laws, rates without a sampling
+floor, per-layer additivity, degenerate inputs, argument errors. Every statistical check is
+also run on a deliberately wrong variant and shown to fail."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from symscale import InvalidProgramError
+from symscale.netsor import (Program, layernorm_mlp, mlp, resnet, rnn, run_coupled, run_finite,
+                             run_infinite)
+from symscale.netsor import coupled as coupled_mod
+from symscale.testing import fit_loglog_slope
+
+X2 = np.array([[1.0, 0.0], [0.6, 0.8]])
+XDUP = np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]])   # input 2 duplicates input 0
+XSEQ = np.random.default_rng(0).standard_normal((2, 3, 2))
+ALPHA = 1e-3        # family-wise level of the KS checks (Bonferroni over coordinates)
+K_SIGMA = 5.0
+
+
+def shared_weight(same_vector=False):
+    """W used twice: on relu(g) and tanh(g) (or twice on relu(g)); the readout sees their sum
+    (difference)."""
+    p = Program()
+    g = p.embed(weight_var=1.5)
+    h = p.nonlin("relu", g)
+    h2 = h if same_vector else p.nonlin("tanh", g)
+    W = p.weight(1.3)
+    g1, g2 = p.matmul(W, h), p.matmul(W, h2)
+    s = p.lincomb((1.0, -1.0) if same_vector else (1.0, 1.0), g1, g2, name="s")
+    p.readout(s if same_vector else p.nonlin("relu", s))
+    return p
+
+
+PROGRAMS = {
+    "mlp": (mlp(2, "relu", weight_var=2.0, bias_var=0.1), X2),
+    "resnet": (resnet(2, "tanh", branch_scale=0.7, weight_var=1.2), X2),
+    "rnn": (rnn(3, "tanh", weight_var=1.2, bias_var=0.1), XSEQ),
+    "mlp_duplicated": (mlp(2, "erf", weight_var=1.5), XDUP),
+    "shared_weight": (shared_weight(), X2),
+}
+
+
+def _columns(out):
+    """Every output coordinate, and their sum (a joint direction)."""
+    flat = out.reshape(out.shape[0], -1)
+    return np.hstack([flat, flat.sum(axis=1, keepdims=True)])
+
+
+def _ks_finite(a, b):
+    """Bonferroni-corrected two-sample KS p-value over the coordinates."""
+    ca, cb = _columns(a), _columns(b)
+    return min(1.0, ca.shape[1] * min(stats.ks_2samp(ca[:, j], cb[:, j]).pvalue
+                                      for j in range(ca.shape[1])))
+
+
+def _ks_gaussian(out, C):
+    """Bonferroni-corrected KS p-value of the coordinates against N(0, C) (C joint covariance)."""
+    cols = _columns(out)
+    one = np.ones(C.shape[0])
+    sd = np.sqrt(np.append(np.diag(C), one @ C @ one))
+    return min(1.0, cols.shape[1] * min(stats.kstest(cols[:, j] / sd[j], "norm").pvalue
+                                        for j in range(cols.shape[1])))
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_marginals_finite_side_is_run_finite_and_limit_side_is_the_gp(name):
+    program, X = PROGRAMS[name]
+    run = run_coupled(program, X, width=4, n_networks=2000, seed=11)
+    ref = run_finite(program, X, width=4, n_networks=2000, seed=12)
+    p_fin = _ks_finite(run.finite, ref.outputs)
+    p_lim = _ks_gaussian(run.limit, run.joint_kernel())
+    print(f"{name}: KS p finite vs run_finite {p_fin:.3g}, limit vs GP {p_lim:.3g}")
+    assert p_fin > ALPHA and p_lim > ALPHA
+    np.testing.assert_allclose(run.output_kernels["out"], run_infinite(program, X).output())
+    # wrong variant: the same KS check refuses the finite outputs at width 4 as GP samples
+    p_wrong = _ks_gaussian(run.finite, run.joint_kernel())
+    print(f"{name}: wrong variant (finite width 4 vs GP) p {p_wrong:.3g}")
+    if name in ("mlp", "resnet", "shared_weight"):  # tanh/erf nets are nearly Gaussian at n=4
+        assert p_wrong < ALPHA
+
+
+def test_marginals_wrong_variant_fresh_draw_for_shared_weight(monkeypatch):
+    """Ignoring the conditioning on earlier products of W (a fresh draw per use) changes the
+    finite law of the shared-weight program (output variance 0.48 instead of 0.79); the KS
+    check sees it. Width 64: at width 4 the heavy tails hide the scale change from KS."""
+    program, X = PROGRAMS["shared_weight"]
+    ref = run_finite(program, X, width=64, n_networks=2000, seed=12)
+    good = run_coupled(program, X, width=64, n_networks=2000, seed=11)
+    original = coupled_mod._conditional
+    monkeypatch.setattr(coupled_mod, "_conditional",
+                        lambda H, Gp, h, v, xi: original(None, None, h, v, xi))
+    wrong = run_coupled(program, X, width=64, n_networks=2000, seed=11)
+    p_good, p_wrong = _ks_finite(good.finite, ref.outputs), _ks_finite(wrong.finite, ref.outputs)
+    print(f"width 64: KS p coupled {p_good:.3g}, fresh-draw variant {p_wrong:.3g}")
+    assert p_good > ALPHA and p_wrong < ALPHA
+
+
+def _slope(program, X, independent, widths=(16, 64, 256, 1024), n=200):
+    runs = [run_coupled(program, X, w, n, seed=5, independent=independent) for w in widths]
+    return fit_loglog_slope(widths, [r.w2_bound for r in runs],
+                            stderr=[r.w2_stderr for r in runs])
+
+
+@pytest.mark.parametrize("name", ["mlp", "rnn"])
+def test_coupled_distance_falls_as_inverse_sqrt_width_and_uncoupled_has_a_floor(name):
+    program, X = PROGRAMS[name]
+    fit = _slope(program, X, independent=False)
+    print(f"{name}: coupled slope {fit.slope:.3f} CI {fit.ci}")
+    assert abs(fit.slope + 0.5) < 0.15
+    wrong = _slope(program, X, independent=True)
+    print(f"{name}: uncoupled slope {wrong.slope:.3f} CI {wrong.ci}")
+    assert wrong.slope > -0.1  # a floor: independent draws stay at distance O(1)
+
+
+def test_line_distances_follow_the_kernel_lln_and_fail_without_the_regression(monkeypatch):
+    """The limit coordinates of the second use of W regress on the first (B = K_HH^+ K_Hh):
+    with it the coordinate distance falls like n^(-1/2); replaced by a fresh draw it has a
+    floor."""
+    program, X = PROGRAMS["shared_weight"]
+    widths = (64, 256, 1024)
+
+    def fit():
+        runs = [run_coupled(program, X, w, 64, seed=2) for w in widths]
+        rms = [r.line_distance("s") for r in runs]
+        return fit_loglog_slope(widths, [m for m, _ in rms], stderr=[s for _, s in rms])
+
+    good = fit()
+    print(f"line 's': slope {good.slope:.3f} CI {good.ci}")
+    assert abs(good.slope + 0.5) < 0.15
+    monkeypatch.setattr(coupled_mod, "_psd_pinv", lambda M, rtol: np.zeros_like(M))
+    bad = fit()
+    print(f"line 's' without regression: slope {bad.slope:.3f} CI {bad.ci}")
+    assert bad.slope > -0.1
+
+
+def test_squared_distance_is_additive_over_layers():
+    r"""Derivation: ||f - g||^2 = ||xi (S_f^{1/2} - K^{1/2})||^2, and S_f - K is, to leading
+    order, a sum over layers of martingale-difference fluctuations of size m_l^{-1/2}; so
+    E||f - g||^2 ~ sum_l c_l / m_l (additive in the SQUARE; the distance is
+    sqrt(sum_l c_l/m_l) <= sum_l sqrt(c_l/m_l), the seed's bound)."""
+    program = mlp(3, "relu", weight_var=2.0)
+    big, m, n = 8192, 64, 400
+    seeds = iter(range(100, 200))
+
+    def D(w):
+        d = run_coupled(program, X2, w, n, seed=next(seeds)).squared_distances
+        return d.mean(), d.std(ddof=1) / np.sqrt(n)
+
+    base, every = D([big] * 3), D([m] * 3)
+    parts = [D([m if j == layer else big for j in range(3)]) for layer in range(3)]
+    excess = [(mu - base[0], np.hypot(se, base[1])) for mu, se in parts]
+    pred = base[0] + sum(e for e, _ in excess)
+    se = np.sqrt(every[1] ** 2 + sum(p[1] ** 2 for p in parts) + 4 * base[1] ** 2)
+    z = (every[0] - pred) / se
+    print(f"additive 1/m: all-small {every[0]:.4g} vs sum of parts {pred:.4g}, z {z:.2f}")
+    assert abs(z) < K_SIGMA
+    for e, s in excess:  # every layer contributes at width m
+        assert e > K_SIGMA * s
+    # wrong variant: distances (not squares) additive, as the triangle inequality would give
+    dist_pred = np.sqrt(base[0]) + sum(np.sqrt(e) for e, _ in excess)
+    dist_se = 0.5 * np.sqrt(sum(s ** 2 / e for e, s in excess))
+    se_root = 0.5 * every[1] / np.sqrt(every[0])
+    z_wrong = (np.sqrt(every[0]) - dist_pred) / np.hypot(dist_se, se_root)
+    print(f"additive distance (wrong): {np.sqrt(every[0]):.4g} vs {dist_pred:.4g}, z {z_wrong:.1f}")
+    assert abs(z_wrong) > K_SIGMA
+
+
+def test_one_layer_width_gives_inverse_width_squared_distance():
+    program = mlp(2, "relu", weight_var=2.0)
+    widths = (32, 64, 128, 256)
+    means, ses = [], []
+    for i, m in enumerate(widths):
+        d = run_coupled(program, X2, [8192, m], 400, seed=300 + i).squared_distances
+        means.append(d.mean())
+        ses.append(d.std(ddof=1) / np.sqrt(d.size))
+    fit = fit_loglog_slope(widths, means, stderr=ses)
+    print(f"layer 2 alone: slope of E||f-g||^2 {fit.slope:.3f} CI {fit.ci}")
+    assert abs(fit.slope + 1.0) < 0.15
+
+
+@pytest.mark.parametrize("X", [XDUP, np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+                               np.array([[1.0, 0.5], [1.0, 0.5]])],
+                         ids=["duplicate", "linearly_dependent", "identical_pair"])
+@pytest.mark.parametrize("name", ["mlp", "shared_weight", "rnn"])
+def test_no_nan_with_degenerate_inputs(name, X):
+    program = PROGRAMS[name][0]
+    if name == "rnn":
+        X = np.repeat(X[:, None, :], 3, axis=1)
+    run = run_coupled(program, X, width=32, n_networks=8, seed=0)
+    for arr in (run.finite, run.limit, run.distances):
+        assert np.isfinite(arr).all()
+    assert np.isfinite(run.w2_bound) and np.isfinite(run.w2_stderr)
+    assert all(np.isfinite(v).all() for v in run.line_distances.values())
+    if np.array_equal(X[0], X[-1]):  # equal inputs: equal outputs on both sides
+        np.testing.assert_array_equal(run.finite[:, 0], run.finite[:, -1])
+        np.testing.assert_array_equal(run.limit[:, 0], run.limit[:, -1])
+
+
+def test_the_same_vector_twice_gives_the_same_product_on_both_sides():
+    """W h and W h again: the conditional law has zero residual, so g1 - g2 = 0 up to
+    round-off on the finite side (pseudo-inverse of H^T H) and on the limit side (of K_HH)."""
+    run = run_coupled(shared_weight(same_vector=True), X2, width=64, n_networks=4, seed=0)
+    assert np.max(np.abs(run.finite)) < 1e-12
+    assert np.max(np.abs(run.limit)) < 1e-12
+
+
+def test_comparisons_gaussian_and_sliced_w2():
+    program, X = PROGRAMS["mlp"]
+    run = run_coupled(program, X, width=64, n_networks=200, seed=0)
+    gw, sw = run.gaussian_w2(), run.sliced_w2(100, seed=0)
+    assert np.isfinite(gw) and gw >= 0 and np.isfinite(sw) and 0 <= sw <= run.w2_bound
+    assert run.limit.shape == run.finite.shape == run.distances.shape == (200, 2, 1)
+
+
+@pytest.mark.parametrize("kwargs, exc, word", [
+    (dict(width=0), ValueError, "width"),
+    (dict(width=8.5), TypeError, "width"),
+    (dict(width=[8, 8, 8]), ValueError, "width"),
+    (dict(n_networks=1), ValueError, "n_networks"),
+    (dict(n_networks=True), TypeError, "n_networks"),
+    (dict(independent="yes"), TypeError, "independent"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(X=np.array([[1.0, np.nan]])), ValueError, "X"),
+    (dict(X=np.ones((2, 2, 2))), ValueError, "X"),
+])
+def test_bad_arguments_raise_typed_errors_naming_them(kwargs, exc, word):
+    args = dict(program=mlp(2), X=X2, width=8, n_networks=4)
+    args.update(kwargs)
+    with pytest.raises(exc, match=word):
+        run_coupled(**args)
+
+
+def test_netsork_nodes_and_missing_readout_are_refused():
+    with pytest.raises(NotImplementedError, match="LayerNorm"):
+        run_coupled(layernorm_mlp(2), X2, 8, 4)
+    p = Program()
+    g = p.embed()
+    p.readout(p.nonlin("x0 / sqrt(k0)", g, kernels=[p.kernel(g)], name="rms"))
+    with pytest.raises(NotImplementedError, match="'rms'|KernelScalar"):
+        run_coupled(p, X2, 8, 4)
+    with pytest.raises(InvalidProgramError, match="readout"):
+        run_coupled(mlp(2, readout=False), X2, 8, 4)
+
+
+def test_overflow_is_a_typed_error_naming_the_node():
+    with pytest.raises(OverflowError, match="node"):
+        run_coupled(mlp(2), np.full((2, 2), 1e200), 8, 4)
