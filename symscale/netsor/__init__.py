@@ -11,6 +11,7 @@ rules), :mod:`symscale.netsor.program` (the IR and validation), :mod:`~symscale.
 from .._deprecation import deprecated_names
 from .builders import attention_block, layernorm_mlp, mlp, resnet, rnn
 from .coupled import CoupledRun, run_coupled
+from .rates import CoupledRates, coupled_rates
 from .finite import FiniteRun, run_finite
 from .infinite import InfiniteRun, degenerate_lines, run_infinite
 from .assumptions import AssumptionReport, check_assumptions
@@ -44,7 +45,7 @@ __all__ = [
     "mlp", "resnet", "rnn", "attention_block", "layernorm_mlp", "run_finite", "FiniteRun",
     "run_infinite", "InfiniteRun", "symbolic_kernel", "symbolic_ntk", "infinite_ntk",
     "empirical_ntk", "kernel_fn", "KernelFn", "sample_network", "SampledNetwork",
-    "PARAMETERIZATIONS", "run_coupled", "CoupledRun",
+    "PARAMETERIZATIONS", "run_coupled", "CoupledRun", "coupled_rates", "CoupledRates",
     "check_assumptions", "AssumptionReport", "degenerate_lines",
 ]
 

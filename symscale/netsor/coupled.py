@@ -33,8 +33,18 @@ dependence: ``E||S_f^{1/2} - K^{1/2}||_F^2`` where ``S_f - K`` is a sum of indep
 fluctuations of order ``m_l^{-1/2}`` from each layer, so the squared bound is approximately
 ``sum_l c_l / m_l`` and the bound falls as ``n^{-1/2}`` at equal widths.
 
-NetsorK nodes (KernelScalar, nonlinearities with kernel parameters, LayerNorm, Attention) are
-not supported: ``NotImplementedError`` names the node.
+NetsorK (the seed's Theorem 2.4): every scalar is each side's own.
+    A KernelScalar ``<h, h'>/n`` is the empirical value on the finite side and its limit
+    ``E[Z^h Z^h']`` (:attr:`InfiniteRun.scalars`) on the limit side; a nonlinearity with kernel
+    parameters reads each side's scalars; LayerNorm normalizes with the empirical mean and
+    variance over the coordinates (finite) and with the limit moments (limit:
+    ``(Z^h - m) / sqrt(v + eps)``); attention weights are the softmax of the empirical logits
+    ``scale <q_a, k_b>/n`` (finite) and of their limits (limit), applied to each side's
+    values. Random lines keep the one-Gaussian-per-line coupling, so the finite side still has
+    the law of :func:`~symscale.netsor.run_finite` and the limit side is n iid coordinates of
+    the limit process (where LayerNorm and attention are deterministic linear maps across the
+    inputs). ``line_distances`` also holds every KernelScalar (RMS over the inputs of
+    ``k_finite - k_limit``: the kernel LLN).
 
 Examples
 --------
@@ -46,6 +56,18 @@ Examples
 ((64, 2, 1), (64, 2, 1))
 >>> bool(0 < run.w2_bound < 0.3), bool(run.w2_stderr < run.w2_bound)
 (True, True)
+
+NetsorK: LayerNorm and attention, each side with its own statistics
+
+>>> from symscale.netsor import attention_block, layernorm_mlp
+>>> X3 = np.array([[1.0, 0.0], [0.6, 0.8], [-0.3, 0.9]])
+>>> att = [run_coupled(attention_block(weight_var=2.0), X3, n, 64, seed=0).w2_bound
+...        for n in (64, 1024)]
+>>> bool(att[1] < att[0] / 2)                                   # ~ width^(-1/2)
+True
+>>> ln = run_coupled(layernorm_mlp(2, weight_var=2.0), X, 256, 64, seed=0)
+>>> bool(ln.line_distance("ln")[0] < 0.1)
+True
 """
 
 from __future__ import annotations
@@ -62,7 +84,7 @@ from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .infinite import run_infinite
 from .network import apply_op, layer_dims, nonfinite
-from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, MatMul, NonLin, Readout,
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, MatMul, Readout,
                       Weight, _kinds, _parents, as_graph, topological_order, validate)
 
 __all__ = ["run_coupled", "CoupledRun", "LIMIT_PINV_RTOL"]
@@ -97,7 +119,8 @@ class CoupledRun(ResultDisplay):
     w2_stderr : float
         Its standard error (delta method from the per-network squared distances).
     line_distances : dict
-        Vector node -> (n_networks,) RMS over coordinates and inputs of ``h_finite - h_limit``.
+        Vector node -> (n_networks,) RMS over coordinates and inputs of ``h_finite - h_limit``;
+        KernelScalar node -> RMS over the inputs of ``k_finite - k_limit``.
     width : int or dict
         The width, or the dimension of every vector node when widths differ.
     independent : bool
@@ -133,7 +156,8 @@ class CoupledRun(ResultDisplay):
         (True, 0.0)
         """
         if node not in self.line_distances:
-            raise KeyError(f"{node!r} is not a vector node of the program; vector nodes: "
+            raise KeyError(f"{node!r} is not a vector or kernel-scalar node of the program; "
+                           f"those nodes: "
                            f"{sorted(map(str, self.line_distances))}")
         return _root_mean(self.line_distances[node] ** 2)
 
@@ -199,27 +223,25 @@ def _psd_pinv(M, rtol):
     return (U[:, keep] / w[keep]) @ U[:, keep].T
 
 
-def _unsupported(G, order):
-    for node in order:
-        op = G.nodes[node]["op"]
-        if isinstance(op, (KernelScalar, LayerNorm, Attention)) or (
-                isinstance(op, NonLin) and op.n_params):
-            raise NotImplementedError(
-                f"run_coupled: node {node!r} ({type(op).__name__}) is a NetsorK operation; the "
-                "coupled execution supports Embed, Bias, MatMul, NonLin without kernel "
-                "parameters, LinComb and Readout")
-
-
 class _LimitPlan:
-    """Network-independent linear maps of the limit side: for each MatMul line the regression
-    on earlier uses of its matrix (B, S^{1/2}); for each readout K^{1/2}."""
+    """Network-independent maps of the limit side: for each MatMul line the regression on
+    earlier uses of its matrix (B, S^{1/2}); for each readout K^{1/2}; for each KernelScalar
+    its limit (P,); for LayerNorm and attention the limit mixing ``(M, offset)``, the node
+    being ``M v(b) + offset`` across the inputs."""
 
     def __init__(self, G, order, par, inf):
-        self.mat, self.out = {}, {}
+        self.mat, self.out, self.scalar, self.mix = {}, {}, {}, {}
         seen: dict = {}  # A -> [vector nodes multiplied so far]
         for node in order:
             op = G.nodes[node]["op"]
-            if isinstance(op, MatMul):
+            if isinstance(op, KernelScalar):
+                self.scalar[node] = inf.scalars[node]
+            elif isinstance(op, (LayerNorm, Attention)):
+                # the rule run_infinite used (limit mean and variance; softmax of the limit
+                # logits), so that the limit side is the process whose kernels are in inf
+                M, off = inf._engine.mix(node)
+                self.mix[node] = (np.asarray(M, dtype=float), np.asarray(off, dtype=float))
+            elif isinstance(op, MatMul):
                 A, h = par[node]["A"], par[node][0]
                 var = G.nodes[A]["op"].var
                 prev = seen.setdefault(A, [])
@@ -244,7 +266,7 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     Parameters
     ----------
     program : Program or networkx.DiGraph
-        Without NetsorK nodes (see the module docstring).
+        Netsor or NetsorK (kernel scalars, LayerNorm, attention; see the module docstring).
     X : array_like
         As for :func:`~symscale.netsor.run_infinite`.
     width : int, sequence of int or mapping
@@ -266,8 +288,6 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     TypeError, ValueError
         Bad arguments (the message names them); InvalidProgramError for an invalid program
         (one without a readout included).
-    NotImplementedError
-        A NetsorK node (named).
     FloatingPointError, OverflowError
         Non-finite values, naming the node.
 
@@ -288,7 +308,6 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     seeds = seed_sequence(seed).spawn(n_networks)
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
-    _unsupported(G, order)
     kind = _kinds(G)
     par = {n: _parents(G, n) for n in G.nodes}
     dims, _ = layer_dims(G, order, par, width)
@@ -299,7 +318,7 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
         start += G.nodes[o]["op"].dim
     inf = run_infinite(G, X)
     plan = _LimitPlan(G, order, par, inf)
-    vec = [n for n in order if kind[n] in ("G", "H")]
+    vec = [n for n in order if kind[n] in ("G", "H", "K")]  # K: kernel scalars (P,)
     finite = np.empty((n_networks, P, start))
     limit = np.empty((n_networks, P, start))
     lines = {n: np.empty(n_networks) for n in vec}
@@ -381,10 +400,17 @@ def _one_network(G, order, par, data, dims, plan, P, rng, rng_l):
                 nonfinite(node, "the readout", of[node], n)
                 continue
             else:
-                vf[node] = apply_op(node, op, p, vf, dims)
-                vl[node] = apply_op(node, op, p, vl, dims)
-        nonfinite(node, "the value (finite side)", vf[node], dims[node])
-        nonfinite(node, "the value (limit side)", vl[node], dims[node])
+                vf[node] = apply_op(node, op, p, vf, dims)  # empirical scalars, LN, attention
+                if node in plan.scalar:
+                    vl[node] = plan.scalar[node]
+                elif node in plan.mix:
+                    M, off = plan.mix[node]
+                    vl[node] = vl[p[op.source_slot]] @ M.T + off
+                else:  # NonLin (with the limit kernel scalars as its parameters), LinComb
+                    vl[node] = apply_op(node, op, p, vl, dims)
+        n = dims[node] if node in dims else dims[p[0]]  # a KernelScalar: its arguments' width
+        nonfinite(node, "the value (finite side)", vf[node], n)
+        nonfinite(node, "the value (limit side)", vl[node], n)
     return vf, vl, of, ol
 
 

@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from symscale import InvalidProgramError
-from symscale.netsor import (Program, layernorm_mlp, mlp, resnet, rnn, run_coupled, run_finite,
-                             run_infinite)
+from symscale.netsor import (Program, attention_block, layernorm_mlp, mlp, resnet, rnn,
+                             run_coupled, run_finite, run_infinite)
 from symscale.netsor import coupled as coupled_mod
 from symscale.testing import fit_loglog_slope
 
@@ -232,14 +232,7 @@ def test_bad_arguments_raise_typed_errors_naming_them(kwargs, exc, word):
         run_coupled(**args)
 
 
-def test_netsork_nodes_and_missing_readout_are_refused():
-    with pytest.raises(NotImplementedError, match="LayerNorm"):
-        run_coupled(layernorm_mlp(2), X2, 8, 4)
-    p = Program()
-    g = p.embed()
-    p.readout(p.nonlin("x0 / sqrt(k0)", g, kernels=[p.kernel(g)], name="rms"))
-    with pytest.raises(NotImplementedError, match="'rms'|KernelScalar"):
-        run_coupled(p, X2, 8, 4)
+def test_missing_readout_is_refused():
     with pytest.raises(InvalidProgramError, match="readout"):
         run_coupled(mlp(2, readout=False), X2, 8, 4)
 
@@ -247,3 +240,208 @@ def test_netsork_nodes_and_missing_readout_are_refused():
 def test_overflow_is_a_typed_error_naming_the_node():
     with pytest.raises(OverflowError, match="node"):
         run_coupled(mlp(2), np.full((2, 2), 1e200), 8, 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# NetsorK (the seed's Theorem 2.4): kernel scalars, LayerNorm and attention, each side its own
+
+
+X3 = np.array([[1.0, 0.0], [0.6, 0.8], [-0.3, 0.9]])   # three sequence positions
+
+
+def self_attention(scale=4.0):
+    """Queries = keys (one W): the limit logits are not 0, so the softmax weights matter (in
+    attention_block W_q and W_k are independent and the limit weights are uniform)."""
+    p = Program()
+    h = p.nonlin("relu", p.embed(weight_var=2.0))
+    q, v = p.matmul(p.weight(2.0), h), p.matmul(p.weight(2.0), h)
+    p.readout(p.nonlin("relu", p.attention(q, q, v, scale=scale, name="att")))
+    return p
+
+
+def rms_net():
+    """RMS normalization through a kernel scalar: x / sqrt(<g, g>/n), then a dense layer."""
+    p = Program()
+    g = p.embed(weight_var=1.5)
+    h = p.nonlin("x0 / sqrt(k0)", g, kernels=[p.kernel(g, name="k")], name="rms")
+    p.readout(p.nonlin("relu", p.matmul(p.weight(2.0), h)))
+    return p
+
+
+NETSORK = {
+    "attention_block": (attention_block("relu", scale=2.0, weight_var=2.0), X3),
+    "layernorm_mlp": (layernorm_mlp(2, "relu", weight_var=2.0, bias_var=0.1), X2),
+    "self_attention": (self_attention(), X3),
+    "rms": (rms_net(), X2),
+}
+
+
+def _limit_scalars_on_finite_side(monkeypatch, program, X):
+    """Wrong variant: the finite side normalizes / attends with the LIMIT statistics."""
+    eng = run_infinite(program, X)._engine
+    original = coupled_mod.apply_op
+
+    def wrong(node, op, p, values, dims, fn=None):
+        if op.mixes:
+            M, off = eng.mix(node)
+            return values[p[op.source_slot]] @ M.T + off
+        return original(node, op, p, values, dims, fn)
+
+    monkeypatch.setattr(coupled_mod, "apply_op", wrong)
+
+
+@pytest.mark.parametrize("name", list(NETSORK))
+def test_netsork_marginals_finite_side_is_run_finite_and_limit_side_is_the_gp(name):
+    program, X = NETSORK[name]
+    run = run_coupled(program, X, width=4, n_networks=2000, seed=11)
+    ref = run_finite(program, X, width=4, n_networks=2000, seed=12)
+    p_fin = _ks_finite(run.finite, ref.outputs)
+    p_lim = _ks_gaussian(run.limit, run.joint_kernel())
+    p_wrong = _ks_gaussian(run.finite, run.joint_kernel())
+    print(f"{name}: KS p finite vs run_finite {p_fin:.3g}, limit vs GP {p_lim:.3g}; "
+          f"finite (width 4) vs GP {p_wrong:.3g}")
+    assert p_fin > ALPHA and p_lim > ALPHA
+    np.testing.assert_allclose(run.output_kernels["out"], run_infinite(program, X).output())
+    if "attention" in name:  # wrong variant: width-4 attention outputs are far from the GP
+        assert p_wrong < ALPHA
+
+
+def _second_moment_z(a, b):
+    """Largest |z| between the mean output products out_a out_b^T of two samples."""
+    fa, fb = (np.einsum("npk,nqk->npq", o, o) for o in (a, b))
+    se = np.sqrt(fa.var(0, ddof=1) / len(fa) + fb.var(0, ddof=1) / len(fb))
+    return float(np.max(np.abs(fa.mean(0) - fb.mean(0)) / se))
+
+
+def test_finite_side_uses_its_own_statistics_and_the_limit_ones_are_refused(monkeypatch):
+    """LayerNorm with the limit mean/variance on the finite side changes its law (KS); so does
+    attention with the limit softmax weights (seen in the second moments: the output KS is
+    too weak for it at 2000 networks)."""
+    ln, X = NETSORK["layernorm_mlp"]
+    sa, Xa = NETSORK["self_attention"]
+    ref_ln = run_finite(ln, X, 4, 2000, seed=12)
+    ref_sa = run_finite(sa, Xa, 4, 4000, seed=12)
+    z_good = _second_moment_z(run_coupled(sa, Xa, 4, 4000, seed=11).finite, ref_sa.outputs)
+    with monkeypatch.context() as m:
+        _limit_scalars_on_finite_side(m, ln, X)
+        p_wrong = _ks_finite(run_coupled(ln, X, 4, 2000, seed=11).finite, ref_ln.outputs)
+    with monkeypatch.context() as m:
+        _limit_scalars_on_finite_side(m, sa, Xa)
+        z_wrong = _second_moment_z(run_coupled(sa, Xa, 4, 4000, seed=11).finite,
+                                   ref_sa.outputs)
+    print(f"LayerNorm with limit statistics: KS p {p_wrong:.3g}; self-attention second "
+          f"moments: z {z_good:.2f} (own weights), {z_wrong:.2f} (limit weights)")
+    assert p_wrong < ALPHA
+    assert z_good < K_SIGMA < z_wrong
+
+
+def _limit_coordinates(monkeypatch, program, X, node, width, n):
+    """First coordinate of the limit side of ``node`` (all inputs), one row per network."""
+    rows, original = [], coupled_mod._one_network
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        rows.append(out[1][node][0].copy())
+        return out
+
+    monkeypatch.setattr(coupled_mod, "_one_network", spy)
+    run_coupled(program, X, width, n, seed=3)
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("name, node", [("layernorm_mlp", "ln_1"), ("self_attention", "att")])
+def test_limit_side_lines_have_the_limit_law_and_empirical_statistics_do_not(
+        monkeypatch, name, node):
+    """The limit side of a LayerNorm / attention line is a coordinate of the limit process,
+    N(0, K_node) (from run_infinite), already at width 4; normalizing with the limit side's
+    own EMPIRICAL statistics instead (wrong) gives a width-4 law. (attention_block is not
+    used: its W_q, W_k are independent, the limit weights are uniform and random width-4
+    weights change the coordinate law too little to see with 4000 networks.)"""
+    program, X = NETSORK[name]
+    K = run_infinite(program, X).kernels[node]
+
+    def check(m):
+        z = _limit_coordinates(m, program, X, node, 4, 4000)
+        prods = np.einsum("na,nb->nab", z, z)
+        zs = np.abs(prods.mean(0) - K) / (prods.std(0, ddof=1) / np.sqrt(len(z)))
+        return _ks_gaussian(z[..., None], K), float(np.max(zs))
+
+    with monkeypatch.context() as m:
+        p_good, z_good = check(m)
+    with monkeypatch.context() as m:
+        init = coupled_mod._LimitPlan.__init__
+
+        def empirical(self, *args):
+            init(self, *args)
+            self.scalar, self.mix = {}, {}   # the limit side falls back to apply_op
+
+        m.setattr(coupled_mod._LimitPlan, "__init__", empirical)
+        p_bad, z_bad = check(m)
+    print(f"{name}/{node}: limit coordinates vs N(0, K): KS p {p_good:.3g}, second moments "
+          f"z {z_good:.2f}; with empirical statistics p {p_bad:.3g}, z {z_bad:.2f}")
+    assert p_good > ALPHA and z_good < K_SIGMA
+    assert p_bad < ALPHA or z_bad > K_SIGMA  # the wrong variant fails the same check
+
+
+@pytest.mark.parametrize("name", ["attention_block", "layernorm_mlp"])
+def test_netsork_coupled_distance_falls_as_inverse_sqrt_width(name):
+    program, X = NETSORK[name]
+    fit = _slope(program, X, independent=False)
+    print(f"{name}: coupled slope {fit.slope:.3f} CI {fit.ci}")
+    assert abs(fit.slope + 0.5) < 0.15
+    wrong = _slope(program, X, independent=True)
+    print(f"{name}: uncoupled slope {wrong.slope:.3f} CI {wrong.ci}")
+    assert wrong.slope > -0.1
+
+
+@pytest.mark.parametrize("name, node", [("rms", "k"), ("layernorm_mlp", "ln"),
+                                        ("self_attention", "att")])
+def test_netsork_lines_meet_at_the_kernel_lln_rate_and_fail_with_a_wrong_limit(
+        monkeypatch, name, node):
+    """Kernel scalar, LayerNorm and attention lines: the coordinate distance falls like
+    n^(-1/2); a limit side with a wrong limit (kernel scalar or LayerNorm scale twice its
+    limit, uniform attention weights) keeps a floor."""
+    program, X = NETSORK[name]
+    widths = (64, 256, 1024)
+
+    def fit():
+        rms = [run_coupled(program, X, w, 64, seed=2).line_distance(node) for w in widths]
+        return fit_loglog_slope(widths, [r for r, _ in rms], stderr=[s for _, s in rms])
+
+    good = fit()
+    init = coupled_mod._LimitPlan.__init__
+
+    def wrong_limit(self, *args):
+        init(self, *args)
+        if node in self.scalar:
+            self.scalar[node] = 2.0 * self.scalar[node]
+        elif name == "layernorm_mlp":
+            self.mix[node] = (2.0 * self.mix[node][0], self.mix[node][1])
+        else:
+            self.mix[node] = (np.full((len(X), len(X)), 1.0 / len(X)), self.mix[node][1])
+
+    monkeypatch.setattr(coupled_mod._LimitPlan, "__init__", wrong_limit)
+    bad = fit()
+    print(f"{name}/{node}: line slope {good.slope:.3f} CI {good.ci}; wrong limit "
+          f"{bad.slope:.3f}")
+    assert abs(good.slope + 0.5) < 0.15 and bad.slope > -0.1
+
+
+@pytest.mark.parametrize("X", [np.vstack([X3, X3[:1]]), np.array([[1.0, 0.0], [0.0, 1.0],
+                                                                    [1.0, 1.0]])],
+                         ids=["duplicate", "linearly_dependent"])
+@pytest.mark.parametrize("name", list(NETSORK))
+def test_netsork_no_nan_with_degenerate_inputs(name, X):
+    run = run_coupled(NETSORK[name][0], X, width=32, n_networks=8, seed=0)
+    for arr in (run.finite, run.limit, run.distances):
+        assert np.isfinite(arr).all()
+    assert np.isfinite(run.w2_bound) and np.isfinite(run.w2_stderr)
+    assert all(np.isfinite(v).all() for v in run.line_distances.values())
+    if np.array_equal(X[0], X[-1]):
+        np.testing.assert_array_equal(run.finite[:, 0], run.finite[:, -1])
+        np.testing.assert_array_equal(run.limit[:, 0], run.limit[:, -1])
+
+
+def test_layernorm_of_a_zero_input_is_a_typed_error_naming_the_node():
+    with pytest.raises(FloatingPointError, match="LayerNorm 'ln'"):
+        run_coupled(layernorm_mlp(2), np.array([[1.0, 0.0], [0.0, 0.0]]), 8, 4)
