@@ -14,7 +14,9 @@ of widths and fits two log-log slopes over the *same* widths:
   Section 5 measures it. It estimates a distance between the laws, which is ``O(1/m)`` for
   non-degenerate covariances, plus a sampling floor of order ``n_networks^{-1/2}`` (reported,
   from :func:`~symscale.metrics.noise_floor`); its slope depends on how far above the floor
-  the fit range lies. Its interval resamples both samples within each width and refits.
+  the fit range lies. Its interval is ``+- z`` standard errors of the slope over resamples of
+  both samples within each width (resampling inflates a sliced distance near its floor, so the
+  percentiles of the resampled slopes are shifted; their spread is not).
 
 Examples
 --------
@@ -36,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from ..display import ResultDisplay
 from ..metrics import (RateFit, fit_rate, noise_floor, projections, sample_gaussian,
@@ -63,8 +66,9 @@ class CoupledRates(ResultDisplay):
         Sliced W1 between the finite outputs and an independent Gaussian-process sample of
         the same size, and its bootstrap standard error (both samples resampled).
     sw1_slope : RateFit
-        Log-log slope of ``sw1`` over the same widths, bootstrap interval from the same
-        resamples.
+        Log-log slope of ``sw1`` over the same widths; interval ``+- z`` bootstrap standard
+        errors (both samples resampled; the percentile interval is biased here, see
+        ``_normal_ci``).
     sw1_floor, sw1_floor_stderr : float
         Sliced W1 between two independent Gaussian-process samples of size ``n_networks``
         (the value a perfect model would show).
@@ -102,11 +106,15 @@ def _programs(programs, X):
     return out
 
 
-def _boot_ci(point, boots, n_boot, level):
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
-    return RateFit(float(point[0]), float(point[1]), (float(lo), float(hi)), n_boot, level,
-                   float(np.std(boots, ddof=1)))
+def _normal_ci(point, boots, n_boot, level):
+    """``point +- z se`` with the bootstrap standard error. Not the percentile interval:
+    resampling with replacement repeats points, which inflates a sliced distance the more the
+    closer it is to its floor, so the resampled slopes are shifted (towards 0) and their
+    percentiles can miss the point estimate; their spread is still the standard error."""
+    se = float(np.std(boots, ddof=1))
+    z = float(stats.norm.ppf(0.5 + level / 2.0))
+    return RateFit(float(point[0]), float(point[1]), (point[0] - z * se, point[0] + z * se),
+                   n_boot, level, se)
 
 
 def _loglog(lx, ly):
@@ -211,6 +219,7 @@ def coupled_rates(programs, X=None, widths=(16, 64, 256, 1024), n_networks: int 
         out[name] = CoupledRates(
             w, np.array([r.w2_bound for r in runs]), np.array([r.w2_stderr for r in runs]),
             half, sw1, boots.std(axis=0, ddof=1),
-            _boot_ci((sw_point[0][0], sw_point[1][0]), sw_boot, n_boot, level),
+            _normal_ci((float(sw_point[0][0]), float(sw_point[1][0])), sw_boot, n_boot,
+                       level),
             floor.mean, floor.stderr, n_networks, n_projections)
     return out

@@ -214,6 +214,37 @@ def test_comparisons_gaussian_and_sliced_w2():
     assert run.limit.shape == run.finite.shape == run.distances.shape == (200, 2, 1)
 
 
+def test_wp_bounds_order_dominate_sliced_wp_and_fall_as_inverse_sqrt_width():
+    """(E||f-g||^p)^(1/p) is W2's bound at p = 2, does not decrease with p (Lyapunov), lies
+    above the sliced W_p of the coupled samples (the coupling is a transport plan of every
+    projection) and falls like width^(-1/2) at p = 4 as at p = 2 (||f - g|| sqrt(n) has a
+    limit law, so all its moments scale together)."""
+    program, X = PROGRAMS["mlp"]
+    run = run_coupled(program, X, width=64, n_networks=200, seed=0)
+    assert run.wp_bound(2) == (run.w2_bound, run.w2_stderr)
+    ps = [1, 1.5, 2, 3, 4, 6]
+    bounds = [run.wp_bound(p)[0] for p in ps]
+    assert all(a <= b for a, b in zip(bounds, bounds[1:]))
+    for p in ps:
+        assert 0 <= run.sliced_wp(p, 50, seed=1) <= run.wp_bound(p)[0]
+    # the delta-method SE of p = 4 against the spread of 20 independent runs' bounds
+    reps = [run_coupled(program, X, 64, 200, seed=s).wp_bound(4) for s in range(20)]
+    spread = np.std([b for b, _ in reps], ddof=1)
+    se = np.mean([e for _, e in reps])
+    print(f"wp_bound(4): delta-method SE {se:.4f} vs spread of 20 runs {spread:.4f}")
+    assert 0.5 < se / spread < 2.0
+    widths = (16, 64, 256, 1024)
+    b4 = [run_coupled(program, X, w, 200, seed=5).wp_bound(4) for w in widths]
+    fit = fit_loglog_slope(widths, [b for b, _ in b4], stderr=[e for _, e in b4])
+    print(f"p = 4 bound slope {fit.slope:.3f} CI {fit.ci}")
+    assert abs(fit.slope + 0.5) < 0.15
+    for bad, exc in [(0.5, ValueError), ("2", TypeError), (float("nan"), ValueError)]:
+        with pytest.raises(exc, match="p"):
+            run.wp_bound(bad)
+        with pytest.raises(exc, match="p"):
+            run.sliced_wp(bad)
+
+
 @pytest.mark.parametrize("kwargs, exc, word", [
     (dict(width=0), ValueError, "width"),
     (dict(width=8.5), TypeError, "width"),

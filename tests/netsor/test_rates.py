@@ -64,6 +64,9 @@ def test_sw1_is_against_an_independent_gp_sample(rates):
     program, X = PROGRAMS["mlp"]
     r = rates["mlp"]
     assert np.all(r.sw1 > 0) and np.all(r.sw1_stderr > 0) and r.sw1_floor > 0
+    lo, hi = r.sw1_slope.ci
+    assert lo < r.sw1_slope.slope < hi
+    assert abs((hi - lo) / 2 - 1.959964 * r.sw1_slope.stderr) < 1e-5 * r.sw1_slope.stderr
     z_floor = (r.sw1[-1] - r.sw1_floor) / np.hypot(r.sw1_stderr[-1], r.sw1_floor_stderr)
     run = run_coupled(program, X, 1024, 200, seed=0)
     theta = projections(2, 100, seed=0)
