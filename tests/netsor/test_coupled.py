@@ -476,3 +476,26 @@ def test_netsork_no_nan_with_degenerate_inputs(name, X):
 def test_layernorm_of_a_zero_input_is_a_typed_error_naming_the_node():
     with pytest.raises(FloatingPointError, match="LayerNorm 'ln'"):
         run_coupled(layernorm_mlp(2), np.array([[1.0, 0.0], [0.0, 0.0]]), 8, 4)
+
+
+@pytest.mark.parametrize("name, widths", [("attention_block", [8, 16, 16, 4]),
+                                          ("layernorm_mlp", [8, 4])])
+def test_netsork_per_layer_widths_keep_both_marginals(name, widths):
+    """Per-layer widths in NetsorK programs (queries and keys at 16, values at 4; a LayerNorm
+    MLP at 8 then 4): the finite side has run_finite's law at the same widths and the limit
+    side the GP's (the limit rules do not depend on width ratios: every matrix is normalized
+    by its own fan-in). Varying only the value width moves the coupled distance."""
+    program, X = NETSORK[name]
+    run = run_coupled(program, X, widths, 2000, seed=21)
+    ref = run_finite(program, X, widths, 2000, seed=22)
+    p_fin, p_lim = _ks_finite(run.finite, ref.outputs), _ks_gaussian(run.limit,
+                                                                       run.joint_kernel())
+    print(f"{name} at {widths}: KS p finite vs run_finite {p_fin:.3g}, limit vs GP {p_lim:.3g}")
+    assert p_fin > ALPHA and p_lim > ALPHA
+    wide = list(widths[:-1]) + [1024]
+    d_small = run.squared_distances
+    d_wide = run_coupled(program, X, wide, 2000, seed=21).squared_distances
+    z = (d_small.mean() - d_wide.mean()) / np.hypot(d_small.std(ddof=1), d_wide.std(ddof=1)) \
+        * np.sqrt(2000)
+    print(f"{name}: last width {widths[-1]} -> 1024 lowers E||f-g||^2 by z = {z:.1f}")
+    assert z > K_SIGMA
