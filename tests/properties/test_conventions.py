@@ -75,6 +75,10 @@ RECIPES = {
                     {"width": 6, "n_networks": 2}),
     "sliced_w2": (lambda **k: netsor.run_coupled(netsor.mlp(1), X4, 6, 4, seed=1).sliced_w2(
         **k), dict(seed=0), {"n_projections": 5}),
+    "sliced_wp": (lambda **k: netsor.run_coupled(netsor.mlp(1), X4, 6, 4, seed=1).sliced_wp(
+        **k), dict(seed=0), {"p": 3, "n_projections": 5}),
+    "coupled_rates": (lambda **k: netsor.coupled_rates(netsor.mlp(1), X4, (4, 6, 8), **k),
+                      dict(seed=0), {"n_networks": 3, "n_boot": 3, "n_projections": 3}),
     "sample_network": (lambda **k: netsor.sample_network(netsor.mlp(2), input_dim=2, **k)(X4),
                        dict(seed=0), {"width": 6}),
     "normalized_ntk": (lambda **k: deep_ntk.normalized_ntk(0.3, **k), {}, {"depth": 3}),
