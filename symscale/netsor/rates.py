@@ -125,9 +125,27 @@ def _loglog(lx, ly):
     return slope, ly.mean(axis=1) - slope * lx.mean()
 
 
+def _coupled_task(program, data, width, n_networks, seed, independent):
+    """One coupled run (a Dask task: a module-level function of picklable arguments)."""
+    return run_coupled(program, data, width, n_networks, seed=seed, independent=independent)
+
+
+def _run_tasks(tasks, client):
+    """``[_coupled_task(*t) for t in tasks]``, locally or on a Dask client (same order, same
+    values: every task carries its own SeedSequence)."""
+    if client is None:
+        return [_coupled_task(*t) for t in tasks]
+    futures = client.map(_coupled_task, *zip(*tasks), pure=False)
+    try:
+        return client.gather(futures)
+    except BaseException:
+        client.cancel(futures)  # do not leave the cluster busy with an abandoned sweep
+        raise
+
+
 def coupled_rates(programs, X=None, widths=(16, 64, 256, 1024), n_networks: int = 200,
                   seed=0, n_boot: int = 500, *, n_projections: int = 200,
-                  level: float = 0.95, independent: bool = False) -> dict:
+                  level: float = 0.95, independent: bool = False, client=None) -> dict:
     """Fit the width rates of the coupled W2 bound and of the independent-sample sliced W1.
 
     Parameters
@@ -152,6 +170,10 @@ def coupled_rates(programs, X=None, widths=(16, 64, 256, 1024), n_networks: int 
     independent : bool
         Passed to ``run_coupled``: the uncoupled comparison, whose distance has a floor (a
         check that the slope is not an artefact of the fit).
+    client : dask.distributed.Client, optional
+        Run the coupled executions (one task per program and width, the costly part) on a
+        Dask cluster. Every task carries its own seed, so the result is bit-identical to the
+        local run.
 
     Returns
     -------
@@ -185,14 +207,23 @@ def coupled_rates(programs, X=None, widths=(16, 64, 256, 1024), n_networks: int 
     n_projections = check_int(n_projections, "n_projections", low=1)
     independent = check_bool(independent, "independent")
     level = check_real(level, "level", low=0, high=1, low_open=True, high_open=True)
+    if client is not None and not (callable(getattr(client, "map", None))
+                                   and callable(getattr(client, "gather", None))):
+        raise TypeError(f"client must be a dask.distributed.Client or None, got "
+                        f"{type(client).__name__}")
     root = seed_sequence(seed)
     lx = np.log(w.astype(float))
-    out = {}
+    streams, tasks = {}, []
     for name, seq in zip(entries, root.spawn(len(entries))):
         program, data = entries[name]
-        s_run, s_gp, s_boot, s_floor = seq.spawn(4)
-        runs = [run_coupled(program, data, int(m), n_networks, seed=s, independent=independent)
-                for m, s in zip(w, s_run.spawn(w.size))]
+        s_run, *streams[name] = seq.spawn(4)
+        tasks += [(program, data, int(m), n_networks, s, independent)
+                  for m, s in zip(w, s_run.spawn(w.size))]
+    done = _run_tasks(tasks, client)
+    out = {}
+    for k, name in enumerate(entries):
+        s_gp, s_boot, s_floor = streams[name]
+        runs = done[k * w.size:(k + 1) * w.size]
         sq = np.stack([r.squared_distances for r in runs])            # (W, n_networks)
         if not np.all(sq > 0):
             raise ValueError(f"program {name!r}: a coupled distance is exactly 0 (the outputs "

@@ -114,3 +114,29 @@ def test_bad_programs():
         coupled_rates({"mlp": mlp(1)})
     with pytest.raises(TypeError, match="keys"):
         coupled_rates({1: mlp(1)}, X2)
+
+
+def _digest(res):
+    return {name: (r.w2_bound.tobytes(), r.w2_stderr.tobytes(), r.sw1.tobytes(),
+                   r.sw1_stderr.tobytes(), r.slope, r.sw1_slope, r.sw1_floor)
+            for name, r in res.items()}
+
+
+def test_dask_client_gives_the_local_result_bit_for_bit():
+    distributed = pytest.importorskip("dask.distributed")
+    args = dict(widths=[8, 16, 32], n_networks=16, seed=5, n_boot=20, n_projections=10)
+    local = coupled_rates(PROGRAMS, **args)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = coupled_rates(PROGRAMS, client=client, **args)
+    assert list(remote) == list(local)
+    assert _digest(remote) == _digest(local)
+    # the seed matters: a different one changes the result (the digest can fail)
+    assert _digest(coupled_rates(PROGRAMS, **(args | dict(seed=6)))) != _digest(local)
+
+
+def test_bad_client_is_a_typed_error():
+    with pytest.raises(TypeError, match="client"):
+        coupled_rates(PROGRAMS["mlp"][0], X2, widths=[8, 16, 32], n_networks=4, n_boot=4,
+                      n_projections=4, client="tcp://localhost:8786")
