@@ -175,8 +175,12 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     n_truth : int
         Monte Carlo samples of the ground truth (its own MSE/Var is reported as
         ``truth_floor``).
-    cache_dir, client :
-        Passed to :func:`~symscale.cumulants.ground_truth` (disk cache, Dask client).
+    cache_dir : str or path-like, optional
+        Disk cache of the ground truths (see :func:`~symscale.cumulants.ground_truth`).
+    client : dask.distributed.Client, optional
+        Run on a Dask cluster: the estimators (one task per network and estimator, the
+        network rebuilt from its seed on the worker) and the ground-truth batches. The table
+        equals the local one except the wall-clock columns.
 
     Returns
     -------
@@ -201,25 +205,50 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     n_truth = check_int(n_truth, "n_truth", low=2)
     table = SweepTable()
     ests = _estimators(Ks, variants, factored)
-    for width in widths:
-        for depth in depths:
-            for seed in seeds:
-                mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
-                truth = ground_truth(mlp, n_truth, seed=seed + 10_000, cache_dir=cache_dir,
-                                     client=client, progress=progress)
-                var = float(np.mean(truth.var))
-                floor = float(np.mean(truth.sem**2) / var)
-                for K, v, fac in ests:
-                    est = propagate(mlp, K=K, variant=v, factored=fac, keep_layers=False)
-                    table.rows.append({
-                        "estimator": est.name, "K": K, "variant": v, "factored": fac,
-                        "width": width, "depth": depth, "seed": seed,
-                        "mse_over_var": mse_over_var(est.estimate, truth.mean, truth.var),
-                        "truth_floor": floor, "flops": est.flops, "seconds": est.seconds,
-                        "mc_flops_per_sample": mlp.flops_per_sample(),
-                        "mc_seconds_per_sample": truth.seconds / truth.n_samples,
-                    })
+    points = [(w, d, s) for w in widths for d in depths for s in seeds]
+    tasks = [(d, activation, w, s, K, v, fac) for w, d, s in points for K, v, fac in ests]
+    done = _run_estimates(tasks, client)
+    for width, depth, seed in points:
+        mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
+        truth = ground_truth(mlp, n_truth, seed=seed + 10_000, cache_dir=cache_dir,
+                             client=client, progress=progress)
+        var = float(np.mean(truth.var))
+        floor = float(np.mean(truth.sem**2) / var)
+        for K, v, fac in ests:
+            est = next(done)
+            table.rows.append({
+                "estimator": est.name, "K": K, "variant": v, "factored": fac,
+                "width": width, "depth": depth, "seed": seed,
+                "mse_over_var": mse_over_var(est.estimate, truth.mean, truth.var),
+                "truth_floor": floor, "flops": est.flops, "seconds": est.seconds,
+                "mc_flops_per_sample": mlp.flops_per_sample(),
+                "mc_seconds_per_sample": truth.seconds / truth.n_samples,
+            })
     return table
+
+
+def _estimate(depth, activation, width, seed, K, variant, factored):
+    """One estimator on the network of one sweep point (a Dask task: the network is rebuilt
+    from its seed on the worker, so only integers and names travel)."""
+    mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
+    return propagate(mlp, K=K, variant=variant, factored=factored, keep_layers=False)
+
+
+def _run_estimates(tasks, client):
+    """Yield ``_estimate(*t)`` for the tasks in order, locally or from a Dask client (all
+    submitted at once, so they run while the ground truths are computed). Same values either
+    way; the ``seconds`` are each task's own wall time."""
+    if client is None:
+        for t in tasks:
+            yield _estimate(*t)
+        return
+    futures = client.map(_estimate, *zip(*tasks), pure=False)
+    try:
+        for fut in futures:
+            yield fut.result()
+    except BaseException:  # also GeneratorExit: an abandoned sweep frees the cluster
+        client.cancel(futures)
+        raise
 
 
 def _axes(ax):

@@ -156,3 +156,26 @@ def test_slope_above_the_truth_floor_drops_the_floor_limited_points():
     assert abs(steep + 3) < 1e-9
     with pytest.raises(ValueError, match="fewer than three"):
         table.slope("E", 2, above_floor=1e6)
+
+
+def _without_clocks(table):
+    return [{k: v for k, v in r.items() if "seconds" not in k} for r in table.rows]
+
+
+def test_sweep_on_a_dask_cluster_equals_the_local_sweep(tmp_path):
+    """Estimators and ground-truth batches on a 2-worker LocalCluster: every column but the
+    wall-clock ones equals the local run bit for bit (a different seed list changes them)."""
+    distributed = pytest.importorskip("dask.distributed")
+    args = dict(widths=[8, 16], depths=[2], Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1),
+                factored=True, n_truth=4000, progress=False)
+    local = sweep(**args)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = sweep(client=client, **args)
+        cached = sweep(client=client, cache_dir=tmp_path, **args)
+    assert _without_clocks(remote) == _without_clocks(local)
+    assert _without_clocks(cached) == _without_clocks(local)
+    assert len(local.rows) == 2 * 2 * 4      # 2 widths x 2 seeds x (K=1, K=2, K=3, K=3 factored)
+    other = sweep(**(args | dict(seeds=(0, 2))))
+    assert _without_clocks(other) != _without_clocks(local)
