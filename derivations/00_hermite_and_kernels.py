@@ -19,6 +19,9 @@ import sympy as sp
 import symscale as ss
 
 TITLE = "Hermite expansions and dual kernels of the activation registry"
+#: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
+#: this machine has timed the script itself; full mode not yet timed.
+EXPECTED_SECONDS = {"quick": 10}
 
 
 def run(section, quick: bool) -> None:

@@ -29,6 +29,9 @@ from symscale.netsor import (attention_block, coupled_rates, empirical_ntk, infi
                              run_infinite, symbolic_kernel)
 
 TITLE = "Tensor Programs: Gaussian-process limits and their rates"
+#: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
+#: this machine has timed the script itself; full mode not yet timed.
+EXPECTED_SECONDS = {"quick": 41}
 N_BOOT = 20  # bootstrap resamples behind each error bar of the sliced W1
 
 
@@ -145,6 +148,7 @@ def _coupled_section(section, quick):
     rows, window_rows, results = [], [], {}
     ends = [w for w in widths if w >= 4 * widths[0]]
     for k, (name, entry) in enumerate(programs.items()):
+        section.step(f"coupled rates: {name}")
         try:
             r = coupled_rates({name: entry}, widths=widths, n_networks=n_nets, seed=400 + k,
                               n_boot=n_boot, n_projections=n_proj)[name]

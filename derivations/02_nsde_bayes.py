@@ -27,13 +27,20 @@ from symscale.nsde import (check_first_order, correlation_sde, deep_linear_evide
                            shaped_relu, simulate_correlation_sde, simulate_sde)
 
 TITLE = "Shaped deep MLPs: the neural covariance SDE and Bayesian evidence"
+#: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
+#: this machine has timed the script itself; full mode not yet timed.
+EXPECTED_SECONDS = {"quick": 13}
 
 
 def run(section, quick: bool) -> None:
     n_check = 60_000 if quick else 400_000
+    section.step("drift, SDE and explosion formulas")
     _sde_formulas(section, n_check)
+    section.step("correlation histograms")
     _correlation_histograms(section, quick)
+    section.step("first-order evidence and predictive")
     _first_order(section, quick)
+    section.step("deep linear")
     _deep_linear(section, quick)
 
 

@@ -22,14 +22,21 @@ from symscale.deep_ntk import spectra
 from symscale.printing import latex
 
 TITLE = "The NTK at large width and depth"
+#: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
+#: this machine has timed the script itself; full mode not yet timed.
+EXPECTED_SECONDS = {"quick": 40}
 # the depth limit of the normalized NTK Gram matrix, as LaTeX
 _LIMIT = r"\frac{3}{4} I + \frac{1}{4} \mathbf{1}\mathbf{1}^\top"
 
 
 def run(section, quick: bool) -> None:
+    section.step("depth limit")
     _depth_limit(section, quick)
+    section.step("spectra")
     _spectra(section, quick)
+    section.step("early stopping")
     _early_stopping(section, quick)
+    section.step("feature movement")
     _feature_movement(section, quick)
 
 

@@ -26,11 +26,17 @@ from symscale.nsde import (check_predictive_density, check_second_order, depth_b
                            predictive_first_order, shaped, shaped_relu)
 
 TITLE = r"Shaped deep MLPs: when depth helps, second order in $\tau$, the predictive as a kernel"
+#: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
+#: this machine has timed the script itself; full mode not yet timed.
+EXPECTED_SECONDS = {"quick": 52}
 
 
 def run(section, quick: bool) -> None:
+    section.step("phase diagrams with chain Monte Carlo")
     section_phase(section, quick)
+    section.step("second order")
     section_second_order(section, quick)
+    section.step("feature map and predictive density")
     section_predictive(section, quick)
 
 

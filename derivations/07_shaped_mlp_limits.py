@@ -26,11 +26,17 @@ from symscale.nsde import (deep_linear_evidence, deep_linear_link, drift, eviden
                            width_convergence)
 
 TITLE = "Shaped deep MLPs: standard form, the deep linear link and the Neural-ODE limit"
+#: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
+#: this machine has timed the script itself; full mode not yet timed.
+EXPECTED_SECONDS = {"quick": 16}
 
 
 def run(section, quick: bool) -> None:
+    section.step("standard form of phi with phi'(0) != 1")
     section_rescaling(section, quick)
+    section.step("zero drift")
     section_zero_drift(section, quick)
+    section.step("Neural-ODE and large-P limits")
     section_limits(section, quick)
 
 

@@ -20,6 +20,13 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# reproduce() records script run times; tests must not touch the user's record in ~/.cache
+# (the tests of the record set their own path)
+if "SYMSCALE_REPRODUCE_TIMES" not in os.environ:
+    import tempfile
+
+    os.environ["SYMSCALE_REPRODUCE_TIMES"] = os.path.join(
+        tempfile.mkdtemp(prefix="symscale-times-"), "reproduce-times.json")
 
 # deadline=None everywhere: examples run quadrature and small simulations whose time depends on
 # the load of a shared machine, not on a bug

@@ -290,6 +290,66 @@ def test_reproduce_passes_quick_and_title_defaults(tmp_path):
     assert text.index("## Good section") < text.index("## 01_untitled")
 
 
+STEPS = '''
+TITLE = "Steps"
+EXPECTED_SECONDS = {"quick": 7, "full": 70}
+
+
+def run(section, quick):
+    section.step("sampling, 10^4 draws")
+    section.text("a")
+    section.table(["x"], [[1]])
+'''
+
+
+def test_steps_inside_a_script_reach_the_progress_display(tmp_path, capsys):
+    """Every announced step and every part written calls the report's hook (the bar's
+    postfix during reproduce); the hook is removed afterwards."""
+    rep = Report(tmp_path / "r")
+    seen = []
+    rep.on_step = lambda sec: seen.append((sec.steps, sec.current))
+    sec = rep.section("S")
+    sec.step("first")
+    sec.text("t")
+    sec.table(["a"], [[1]])
+    assert seen == [(1, "first"), (2, "wrote text"), (3, "wrote table")]
+    with pytest.raises(TypeError, match="label"):
+        sec.step(3)
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_steps.py", STEPS)
+    out = reproduce(tmp_path / "out", derivations=scripts, progress=True)
+    err = capsys.readouterr().err
+    assert "00_steps.py · step 1: sampling, 10^4 draws" in err
+    assert out.on_step is None and out.sections[0].steps == 4   # 3 + the timing line
+
+
+def test_expected_time_comes_from_the_record_then_the_declaration(tmp_path, monkeypatch, capsys):
+    """First run: the declared EXPECTED_SECONDS of the mode (unknown where none); every run
+    records its times and the next run states those; an unreadable record counts as none."""
+    from symscale.report import TIMINGS_ENV, expected_seconds, expected_time_line
+
+    record = tmp_path / "cache" / "times.json"
+    monkeypatch.setenv(TIMINGS_ENV, str(record))
+    scripts = tmp_path / "scripts"
+    write(scripts, "00_steps.py", STEPS)
+    write(scripts, "01_plain.py", "def run(section, quick):\n    section.text('x')\n")
+    paths = find_derivations(scripts)
+    assert expected_seconds(paths, quick=True) == (7.0, [], ["01_plain.py"])
+    assert expected_seconds(paths, quick=False) == (70.0, [], ["01_plain.py"])
+    reproduce(tmp_path / "out", quick=True, derivations=scripts, progress=True)
+    assert "expected about 7 s" in capsys.readouterr().err
+    total, measured, unknown = expected_seconds(paths, quick=True)
+    assert measured == ["00_steps.py", "01_plain.py"] and unknown == []
+    assert total < 7.0   # the measured times replace the declaration (these scripts are fast)
+    assert expected_seconds(paths, quick=False) == (70.0, [], ["01_plain.py"])  # per mode
+    assert "2 timed on this machine" in expected_time_line(paths, quick=True)
+    record.write_text("{not json", encoding="utf-8")
+    assert expected_seconds(paths, quick=True) == (7.0, [], ["01_plain.py"])
+    write(scripts, "02_bad.py", 'EXPECTED_SECONDS = {"quick": -1}\n')
+    assert expected_seconds(find_derivations(scripts), quick=True)[2] == ["01_plain.py",
+                                                                          "02_bad.py"]
+
+
 def test_reproduce_raising_script(tmp_path):
     scripts = tmp_path / "scripts"
     write(scripts, "00_good.py", GOOD)
