@@ -9,6 +9,7 @@
     symscale check kernel ACT [--ntk] [--param NAME=VALUE ...] [--samples N] [--seed S]
                               [--points K] [--n-sigma Z]
     symscale reproduce [--quick] --out DIR [--force] [--derivations DIR] [--no-progress]
+                       [--resume] [--scheduler ADDRESS]
 
 Limits: 0 <= --order <= 200, 1 <= --power <= 20, 2 <= --samples <= 10**9, 1 <= --points <= 1000,
 --seed >= 0, --n-sigma finite and > 0; each --param NAME is given at most once.
@@ -16,7 +17,10 @@ Limits: 0 <= --order <= 200, 1 <= --power <= 20, 2 <= --samples <= 10**9, 1 <= -
 ``reproduce --out DIR`` writes ``DIR/index.md`` and ``DIR/figures/*.png``. It creates DIR (and a
 marker file ``DIR/.symscale-report``) when DIR does not exist or is empty, and re-runs into a
 folder that carries the marker; it refuses any other non-empty folder unless ``--force`` is given
-(then it overwrites only the files the report writes and deletes nothing).
+(then it overwrites only the files the report writes and deletes nothing). ``--resume`` reuses
+the scripts that finished in an earlier run into DIR (same source, mode and symscale version);
+``--scheduler ADDRESS`` runs the scripts as tasks on that Dask scheduler (``pip install -e
+".[dask]"``; the workers need symscale and the scripts' path).
 
 Bad arguments print one line on stderr and exit with status 2 (never a traceback); a failed
 sampling check, or a report with a failed check or a broken script, exits with status 1.
@@ -92,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write into a non-empty folder that is not a previous report folder")
     rep.add_argument("--derivations", default=None, help="folder of derivation scripts")
     rep.add_argument("--no-progress", action="store_true")
+    rep.add_argument("--resume", action="store_true",
+                     help="reuse the scripts that finished in an earlier run into --out")
+    rep.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help="run the scripts on this Dask scheduler (e.g. tcp://host:8786)")
     return p
 
 
@@ -283,14 +291,38 @@ def _cmd_reproduce(args, out):
     # refuse the folder (with the command-line wording) before running anything
     find_derivations(args.derivations)
     _check_out(args.out, force=args.force, name="--out", force_hint="--force")
-    report = reproduce(args.out, quick=args.quick, derivations=args.derivations,
-                       progress=not args.no_progress, force=args.force)
+    client = _dask_client(args.scheduler) if args.scheduler is not None else None
+    try:
+        report = reproduce(args.out, quick=args.quick, derivations=args.derivations,
+                           progress=not args.no_progress, force=args.force, client=client,
+                           resume=args.resume)
+    finally:
+        if client is not None:
+            client.close()
     status = "FAILED" if report.failed else "ok"
     print(f"report: {report.out / 'index.md'} ({status})", file=out)
     for e in report.errors:
         # "script.py: Traceback ..." -> "script.py: <the exception line>"
         print(f"error in {e.split(':', 1)[0]}: {e.strip().splitlines()[-1]}", file=sys.stderr)
     return 1 if report.failed else 0
+
+
+#: Seconds to wait for the scheduler of ``reproduce --scheduler``.
+SCHEDULER_TIMEOUT = 30
+
+
+def _dask_client(address: str):
+    """A Dask client of ``--scheduler``; one-line errors when dask is missing or the scheduler
+    cannot be reached."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise _UsageError("--scheduler needs dask.distributed: pip install -e \".[dask]\"") \
+            from None
+    try:
+        return Client(address, timeout=SCHEDULER_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise _UsageError(f"--scheduler {address!r}: cannot connect ({exc})") from None
 
 
 def main(argv=None) -> int:

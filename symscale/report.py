@@ -552,208 +552,6 @@ def _claim_out(path: Path) -> None:
                           "index.md and figures/ here.\n", encoding="utf-8")
 
 
-def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = True,
-              force: bool = False) -> Report:
-    """Run every derivation script into ``out`` and write ``out/index.md``.
-
-    Parameters
-    ----------
-    out : str or path-like
-        Output folder: a new path, an empty folder, or a folder written by an earlier run (it
-        carries the :data:`MARKER` file ``.symscale-report``); other folders need ``force``.
-    quick : bool
-        Passed to each script's ``run(section, quick)``: fewer samples (CI).
-    derivations : str, path-like or list of paths, optional
-        Folder of ``NN_name.py`` scripts (default: the repository's), or a list of scripts.
-    progress : bool
-        Show a progress bar on stderr.
-    force : bool
-        Write into a non-empty folder that was not written by ``reproduce``. Only ``index.md``
-        and the figures the scripts save are overwritten; nothing is deleted.
-
-    Returns
-    -------
-    Report
-        ``report.failed`` is True when a script raised or a sampling check failed.
-
-    Raises
-    ------
-    FileExistsError
-        ``out`` is a non-empty folder without the marker and ``force`` is False.
-    NotADirectoryError
-        ``out`` exists and is not a folder.
-    FileNotFoundError
-        No derivations folder, or no scripts in it.
-    """
-    if not isinstance(force, bool):
-        raise TypeError(f"force must be True or False, got {force!r}")
-    scripts = find_derivations(derivations)
-    folder = _check_out(out, force=force)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from tqdm import tqdm
-
-    _claim_out(folder)
-    report = Report(folder)
-    mode = "quick" if quick else "full"
-    if progress:
-        print(expected_time_line(scripts, quick), file=sys.stderr)
-    bar = tqdm(scripts, desc="reproduce", unit="script", disable=not progress, file=sys.stderr)
-    times = {}
-    for path in bar:
-        bar.set_postfix_str(path.name)
-        report.on_step = lambda sec, name=path.name: bar.set_postfix_str(
-            f"{name} · step {sec.steps}: {sec.current[:60]}")
-        start = time.perf_counter()
-        try:
-            module = _load(path)
-            sec = report.section(getattr(module, "TITLE", path.stem))
-            module.run(sec, quick)
-            times[path.name] = time.perf_counter() - start
-            sec.text(f"*({path.name}, {times[path.name]:.1f} s"
-                     f"{', quick mode' if quick else ''})*")
-        except Exception:  # a broken script is reported, the others still run
-            report.errors.append(f"{path.name}: {traceback.format_exc().strip()}")
-    report.on_step = None
-    report.write_index()
-    _record_times(mode, times)
-    return report
-
-
-# ---------------------------------------------------------------------------------------------
-# expected time: the last run on this machine, else the script's EXPECTED_SECONDS
-
-#: Environment variable naming the file that records each script's last run time (JSON;
-#: default ``~/.cache/symscale/reproduce-times.json``).
-TIMINGS_ENV = "SYMSCALE_REPRODUCE_TIMES"
-
-
-def _times_path() -> Path:
-    env = os.environ.get(TIMINGS_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "symscale" / "reproduce-times.json"
-
-
-def _read_times() -> dict:
-    import json
-
-    try:
-        data = json.loads(_times_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # no record yet, or one we cannot read: no estimate from it
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _record_times(mode: str, times: dict) -> None:
-    """Merge the run times of the scripts that finished into the record (best effort: a
-    read-only home is not an error)."""
-    import json
-
-    if not times:
-        return
-    data = _read_times()
-    entry = data.get(mode) if isinstance(data.get(mode), dict) else {}
-    entry.update({k: round(v, 2) for k, v in times.items()})
-    data[mode] = entry
-    path = _times_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def _declared_seconds(path: Path, mode: str):
-    """``EXPECTED_SECONDS[mode]`` of a script, read from its source without running it (a
-    literal dict; anything else counts as not declared)."""
-    import ast
-
-    try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and getattr(node.targets[0], "id", None) == "EXPECTED_SECONDS"):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                return None
-            sec = value.get(mode) if isinstance(value, dict) else None
-            return float(sec) if isinstance(sec, (int, float)) and sec >= 0 else None
-    return None
-
-
-def expected_seconds(scripts, quick: bool = False) -> tuple[float, list, list]:
-    """Expected run time of ``scripts``: ``(seconds, measured, unknown)``.
-
-    Each script counts with its last run time on this machine (recorded by
-    :func:`reproduce` in the file named by :data:`TIMINGS_ENV`) or else with the
-    ``EXPECTED_SECONDS = {"quick": ..., "full": ...}`` it declares (measured on a 2-core
-    machine). ``measured`` lists the scripts timed on this machine, ``unknown`` those with
-    neither (they count 0).
-
-    Examples
-    --------
-    >>> import pathlib, tempfile
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (folder / "00_a.py").write_text('EXPECTED_SECONDS = {"quick": 12, "full": 600}')
-    >>> _ = (folder / "01_b.py").write_text("def run(section, quick): pass")
-    >>> expected_seconds(find_derivations(folder), quick=False)[0::2]
-    (600.0, ['01_b.py'])
-    """
-    mode = "quick" if quick else "full"
-    record = _read_times().get(mode)
-    record = record if isinstance(record, dict) else {}
-    total, measured, unknown = 0.0, [], []
-    for path in scripts:
-        name = Path(path).name
-        last = record.get(name)
-        if isinstance(last, (int, float)) and last >= 0:
-            total += float(last)
-            measured.append(name)
-            continue
-        declared = _declared_seconds(path, mode)
-        if declared is None:
-            unknown.append(name)
-        else:
-            total += declared
-    return total, measured, unknown
-
-
-def expected_time_line(scripts, quick: bool = False) -> str:
-    """One line stating the expected time of a run (printed by :func:`reproduce` first).
-
-    Examples
-    --------
-    >>> import pathlib, tempfile
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (folder / "00_a.py").write_text('EXPECTED_SECONDS = {"quick": 150}')
-    >>> expected_time_line(find_derivations(folder), quick=True)
-    'reproduce: 1 script, quick mode, expected about 2.5 min (as declared for a 2-core machine)'
-    >>> expected_time_line(find_derivations(folder), quick=False)
-    'reproduce: 1 script, full mode, expected time unknown (not timed in this mode yet: 00_a.py)'
-    """
-    scripts = list(scripts)
-    total, measured, unknown = expected_seconds(scripts, quick)
-    head = (f"reproduce: {len(scripts)} script{'s' if len(scripts) != 1 else ''}, "
-            f"{'quick' if quick else 'full'} mode, ")
-    if len(unknown) == len(scripts):
-        return head + f"expected time unknown (not timed in this mode yet: {', '.join(unknown)})"
-    when = f"about {total / 60:.1f} min" if total >= 90 else f"about {total:.0f} s"
-    declared = len(scripts) - len(measured) - len(unknown)
-    basis = [f"{len(measured)} timed on this machine"] if measured else []
-    if declared:
-        basis.append(f"{declared} as declared for a 2-core machine" if measured
-                     else "as declared for a 2-core machine")
-    line = head + f"expected {when} ({'; '.join(basis)})"
-    if unknown:
-        line += f", plus {', '.join(unknown)} (not timed yet)"
-    return line
-
-
 def main(run, file: str) -> None:
     """Entry point for running one derivation script on its own (``python 00_x.py --out D``)."""
     import argparse
@@ -777,3 +575,17 @@ def main(run, file: str) -> None:
     run(report.section(Path(file).stem), args.quick)
     print(report.write_index())
     sys.exit(1 if report.failed else 0)
+
+
+_MOVED = ("reproduce", "expected_seconds", "expected_time_line", "TIMINGS_ENV")
+
+
+def __getattr__(name):
+    """reproduce() and the expected-time record live in :mod:`symscale.reproduction` (which
+    needs Report); they stay importable from here. Resolved on first use, so that importing
+    either module first works (a Dask worker unpickles symscale.reproduction first)."""
+    if name in _MOVED:
+        from . import reproduction
+
+        return getattr(reproduction, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -677,3 +677,41 @@ def test_derive_code_reaches_every_printer(language, capsys):
     assert main(["derive", "kernel", "erf", "--code", language]) == 0
     out = capsys.readouterr().out
     assert "V_erf" in out
+
+
+def test_reproduce_on_a_scheduler_and_resumed(capsys, tmp_path, figure_scripts):
+    """--scheduler runs the scripts on a Dask scheduler (a LocalCluster's address) with the
+    local report up to run times; --resume then reuses them (same index.md, times included)."""
+    distributed = pytest.importorskip("dask.distributed")
+    local = tmp_path / "local"
+    assert reproduce_cli(capsys, local, figure_scripts)[0] == 0
+    out_dir = tmp_path / "remote"
+    # processes: pyplot's global state is not for concurrent threads
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        code, out, err = reproduce_cli(capsys, out_dir, figure_scripts, "--scheduler",
+                                       cluster.scheduler_address)
+    assert code == 0, err
+    assert "(ok)" in out
+
+    def strip(path):
+        return re.sub(r", [0-9.]+ s\)", ", T s)", path.read_text(encoding="utf-8"))
+
+    assert strip(out_dir / "index.md") == strip(local / "index.md")
+    before = (out_dir / "index.md").read_text(encoding="utf-8")
+    assert reproduce_cli(capsys, out_dir, figure_scripts, "--resume")[0] == 0
+    assert (out_dir / "index.md").read_text(encoding="utf-8") == before
+
+
+def test_reproduce_unreachable_scheduler_is_a_one_line_usage_error(capsys, tmp_path,
+                                                                   figure_scripts, monkeypatch):
+    pytest.importorskip("dask.distributed")
+    import symscale.cli as cli
+
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 1)
+    code, out, err = reproduce_cli(capsys, tmp_path / "r", figure_scripts, "--scheduler",
+                                   "tcp://127.0.0.1:9")
+    assert code == 2 and out == ""
+    assert err.startswith("symscale: error: --scheduler 'tcp://127.0.0.1:9': cannot connect")
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "index.md").exists()

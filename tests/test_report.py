@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 import symscale as ss  # noqa: E402
 from symscale.formula import CheckReport  # noqa: E402
 from symscale.report import MARKER, Report, find_derivations, main, reproduce  # noqa: E402
+from symscale.reproduction import CACHE_DIR  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -320,7 +321,8 @@ def test_steps_inside_a_script_reach_the_progress_display(tmp_path, capsys):
     out = reproduce(tmp_path / "out", derivations=scripts, progress=True)
     err = capsys.readouterr().err
     assert "00_steps.py · step 1: sampling, 10^4 draws" in err
-    assert out.on_step is None and out.sections[0].steps == 4   # 3 + the timing line
+    assert "00_steps.py · step 4: wrote text" in err   # 3 + the timing line
+    assert out.on_step is None
 
 
 def test_expected_time_comes_from_the_record_then_the_declaration(tmp_path, monkeypatch, capsys):
@@ -473,7 +475,7 @@ def test_reproduce_accepts_an_empty_folder(tmp_path, text_scripts):
     out = tmp_path / "empty"
     out.mkdir()
     reproduce(out, derivations=text_scripts, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "index.md"]
+    assert sorted(p.name for p in out.iterdir()) == [CACHE_DIR, MARKER, "index.md"]
 
 
 def test_reproduce_out_is_a_file(tmp_path, text_scripts):
@@ -793,3 +795,95 @@ def test_every_derivation_title_passes_the_lint():
                   and any(getattr(t, "id", None) == "TITLE" for t in node.targets)]
         assert len(titles) == 1, f"{path.name} has no TITLE string"
         lint_text(titles[0], f"title of {path.name}")
+
+
+# -- reproduce on a cluster, and resumed ---------------------------------------------------------
+
+FIG_SCRIPT = '''
+import matplotlib.pyplot as plt
+import numpy as np
+
+TITLE = "Figure and numbers"
+
+
+def run(section, quick):
+    x = np.random.default_rng(7).standard_normal(1000)
+    section.text(f"mean {x.mean():.6f}")
+    fig, ax = plt.subplots()
+    ax.plot(np.sort(x))
+    section.figure(fig, "sorted", "Sorted draws.")
+'''
+
+COUNTING = '''
+from pathlib import Path
+
+
+def run(section, quick):
+    log = Path({log!r})
+    log.write_text(log.read_text() + "x" if log.exists() else "x")
+    section.text("counted")
+'''
+
+
+def _scripts(tmp_path, log):
+    folder = tmp_path / "scripts"
+    write(folder, "00_good.py", GOOD)
+    write(folder, "01_fig.py", FIG_SCRIPT)
+    write(folder, "02_count.py", COUNTING.format(log=str(log)))
+    write(folder, "03_raises.py", "def run(section, quick):\n    section.text('partial')\n"
+                                  "    raise ValueError('broken')\n")
+    return folder
+
+
+def _without_times(text):
+    return re.sub(r"\*\((\d\d_\w+\.py), [0-9.]+ s", r"*(\1, T s", text)
+
+
+def test_reproduce_on_a_dask_cluster_equals_the_local_run(tmp_path):
+    """Four scripts (a check, a figure, plain text, one that raises) as tasks on a 2-worker
+    LocalCluster: the same index.md as the local run up to the run times, the same figure
+    bytes, the same error."""
+    distributed = pytest.importorskip("dask.distributed")
+    scripts = _scripts(tmp_path, tmp_path / "log.txt")
+    local = reproduce(tmp_path / "local", derivations=scripts, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = reproduce(tmp_path / "remote", derivations=scripts, progress=False,
+                           client=client)
+    a, b = ((tmp_path / d / "index.md").read_text(encoding="utf-8") for d in ("local", "remote"))
+    assert _without_times(a) == _without_times(b) and a != _without_times(a)
+    assert [s.title for s in remote.sections] == [s.title for s in local.sections]
+    assert len(remote.errors) == 1 and "ValueError: broken" in remote.errors[0]
+    assert ((tmp_path / "remote" / "figures" / "sorted.png").read_bytes()
+            == (tmp_path / "local" / "figures" / "sorted.png").read_bytes())
+    with pytest.raises(TypeError, match="client"):
+        reproduce(tmp_path / "bad", derivations=scripts, progress=False, client="tcp://x:1")
+
+
+def test_resume_reuses_finished_scripts_and_reruns_changed_failed_or_missing(tmp_path):
+    log = tmp_path / "log.txt"
+    scripts = _scripts(tmp_path, log)
+    out = tmp_path / "out"
+    first = reproduce(out, derivations=scripts, progress=False)
+    text = (out / "index.md").read_text(encoding="utf-8")
+    assert log.read_text() == "x" and len(first.errors) == 1
+    again = reproduce(out, derivations=scripts, progress=False, resume=True)
+    assert log.read_text() == "x"                      # not run again
+    assert (out / "index.md").read_text(encoding="utf-8") == text   # times included
+    assert len(again.errors) == 1                      # the broken script ran again
+    # without resume everything runs; the quick mode is another key
+    reproduce(out, derivations=scripts, progress=False)
+    reproduce(out, derivations=scripts, progress=False, resume=True, quick=True)
+    assert log.read_text() == "xxx"
+    # a changed script, or a reused figure that is gone, runs again
+    (scripts / "02_count.py").write_text(COUNTING.format(log=str(log)) + "\n# edited\n")
+    (out / "figures" / "sorted.png").unlink()
+    reproduce(out, derivations=scripts, progress=False, resume=True)
+    assert log.read_text() == "xxxx" and (out / "figures" / "sorted.png").is_file()
+    # a damaged cache entry is ignored, not trusted
+    (out / CACHE_DIR / "02_count.py.json").write_text("{broken")
+    reproduce(out, derivations=scripts, progress=False, resume=True)
+    assert log.read_text() == "xxxxx"
+    with pytest.raises(TypeError, match="resume"):
+        reproduce(out, derivations=scripts, progress=False, resume="yes")

@@ -1,0 +1,386 @@
+"""Running the derivation scripts into a report: locally, on a Dask cluster, resumably.
+
+:func:`reproduce` runs every ``NN_name.py`` script of ``derivations/`` into one
+:class:`~symscale.report.Report`. Each script runs through one function, :func:`run_script`,
+which returns a plain, picklable result (title, markdown parts, failed checks, error, figures);
+the local run, a run on a Dask cluster (``client=``, or ``symscale reproduce --scheduler
+ADDRESS``) and a resumed run assemble the same ``index.md`` from these results, in script order.
+
+``resume=True`` reuses the result of a script that finished without error or failed check in an
+earlier run into the same folder, when its source, the mode and the symscale version are
+unchanged (kept in ``OUT/.symscale-cache/``); the other scripts run again.
+
+The expected time of a run is stated up front (:func:`expected_time_line`) from each script's
+last run time on this machine, else from its declared ``EXPECTED_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .report import Report, Section, _check_out, _claim_out, _load, find_derivations
+
+__all__ = ["reproduce", "run_script", "expected_seconds", "expected_time_line", "TIMINGS_ENV",
+           "CACHE_DIR"]
+
+#: Folder inside the report folder that keeps finished scripts' results for ``resume=True``.
+CACHE_DIR = ".symscale-cache"
+
+
+def run_script(path, quick: bool, out, on_step=None) -> dict:
+    """Run one derivation script into a report folder and return its result.
+
+    The figures are saved under ``out/figures``. The result is a dict of plain values:
+    ``name``, ``title`` (None when the script could not be loaded), ``parts`` (markdown),
+    ``failures`` (failed checks), ``error`` (a traceback or None), ``seconds`` and
+    ``figures`` (file names saved). ``on_step(section)`` is called at every step of the
+    script (:meth:`~symscale.report.Section.step`).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "00_a.py").write_text("def run(section, quick):\\n    section.text('hi')")
+    >>> r = run_script(folder / "00_a.py", True, folder / "out")
+    >>> r["title"], r["parts"][0], r["error"], r["figures"]
+    ('00_a', 'hi', None, [])
+    """
+    path = Path(path)
+    report = Report(out)
+    report.on_step = on_step
+    before = _figures(report.out)
+    result = {"name": path.name, "title": None, "parts": [], "failures": [], "error": None,
+              "seconds": 0.0, "figures": []}
+    start = time.perf_counter()
+    sec = None
+    try:
+        module = _load(path)
+        sec = report.section(getattr(module, "TITLE", path.stem))
+        module.run(sec, quick)
+        result["seconds"] = time.perf_counter() - start
+        sec.text(f"*({path.name}, {result['seconds']:.1f} s{', quick mode' if quick else ''})*")
+    except Exception:  # a broken script is reported, the others still run
+        result["error"] = f"{path.name}: {traceback.format_exc().strip()}"
+    if sec is not None:
+        result.update(title=sec.title, parts=list(sec.parts), failures=list(sec.failures))
+    result["figures"] = sorted(_figures(report.out) - before)
+    return result
+
+
+def _figures(folder: Path) -> set:
+    figures = Path(folder) / "figures"
+    return {p.name for p in figures.glob("*.png")} if figures.is_dir() else set()
+
+
+def _remote_script(path: str, quick: bool) -> dict:
+    """:func:`run_script` on a worker, into a temporary folder; the figures come back as
+    bytes (the worker need not share the report folder, only the scripts)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with tempfile.TemporaryDirectory(prefix="symscale-reproduce-") as tmp:
+        result = run_script(path, quick, tmp)
+        result["figure_bytes"] = {name: (Path(tmp) / "figures" / name).read_bytes()
+                                  for name in result["figures"]}
+    return result
+
+
+def _cache_key(path: Path, quick: bool) -> str:
+    from . import __version__
+
+    h = hashlib.sha256(Path(path).read_bytes())
+    h.update(f"|quick={bool(quick)}|symscale={__version__}".encode())
+    return h.hexdigest()
+
+
+def _cached(folder: Path, path: Path, quick: bool):
+    """The stored result of ``path`` when it is reusable (same key, figures present)."""
+    file = folder / CACHE_DIR / f"{path.name}.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != _cache_key(path, quick):
+        return None
+    result = data.get("result")
+    if not isinstance(result, dict) or not all(
+            (folder / "figures" / name).is_file() for name in result.get("figures", [])):
+        return None
+    return result
+
+
+def _store(folder: Path, path: Path, quick: bool, result: dict) -> None:
+    if result["error"] is not None or result["failures"]:
+        return  # only finished, passing scripts are reused
+    cache = folder / CACHE_DIR
+    cache.mkdir(exist_ok=True)
+    keep = {k: v for k, v in result.items() if k != "figure_bytes"}
+    tmp = cache / f"{path.name}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"key": _cache_key(path, quick), "result": keep}),
+                   encoding="utf-8")
+    os.replace(tmp, cache / f"{path.name}.json")
+
+
+def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = True,
+              force: bool = False, client=None, resume: bool = False) -> Report:
+    """Run every derivation script into ``out`` and write ``out/index.md``.
+
+    Parameters
+    ----------
+    out : str or path-like
+        Output folder: a new path, an empty folder, or a folder written by an earlier run (it
+        carries the :data:`~symscale.report.MARKER` file ``.symscale-report``); other folders
+        need ``force``.
+    quick : bool
+        Passed to each script's ``run(section, quick)``: fewer samples (CI).
+    derivations : str, path-like or list of paths, optional
+        Folder of ``NN_name.py`` scripts (default: the repository's), or a list of scripts.
+    progress : bool
+        State the expected time and show a progress bar on stderr (with each script's current
+        step when it runs locally).
+    force : bool
+        Write into a non-empty folder that was not written by ``reproduce``. Only ``index.md``
+        and the figures the scripts save are overwritten; nothing is deleted.
+    client : dask.distributed.Client, optional
+        Run the scripts as tasks on a Dask cluster (one task per script; the workers need the
+        scripts' path and symscale, not the report folder). The report equals the local one
+        except the run times.
+    resume : bool
+        Reuse the results of scripts that finished (no error, no failed check) in an earlier
+        run into ``out`` with the same source, mode and symscale version.
+
+    Returns
+    -------
+    Report
+        ``report.failed`` is True when a script raised or a sampling check failed.
+
+    Raises
+    ------
+    FileExistsError
+        ``out`` is a non-empty folder without the marker and ``force`` is False.
+    NotADirectoryError
+        ``out`` exists and is not a folder.
+    FileNotFoundError
+        No derivations folder, or no scripts in it.
+    TypeError
+        ``force``, ``resume`` not bools; ``client`` not a Dask client.
+    """
+    for name, value in (("force", force), ("resume", resume)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+    if client is not None and not callable(getattr(client, "submit", None)):
+        raise TypeError(f"client must be a dask.distributed.Client or None, got "
+                        f"{type(client).__name__}")
+    scripts = find_derivations(derivations)
+    folder = _check_out(out, force=force)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tqdm import tqdm
+
+    _claim_out(folder)
+    report = Report(folder)
+    if progress:
+        print(expected_time_line(scripts, quick), file=sys.stderr)
+    results = {}
+    if resume:
+        for path in scripts:
+            hit = _cached(folder, path, quick)
+            if hit is not None:
+                results[path] = hit
+    todo = [p for p in scripts if p not in results]
+    bar = tqdm(total=len(scripts), initial=len(results), desc="reproduce", unit="script",
+               disable=not progress, file=sys.stderr)
+    try:
+        if client is None:
+            for path in todo:
+                bar.set_postfix_str(path.name)
+                show = lambda sec, name=path.name: bar.set_postfix_str(  # noqa: E731
+                    f"{name} · step {sec.steps}: {sec.current[:60]}")
+                results[path] = _finish(folder, path, quick,
+                                        run_script(path, quick, folder, show))
+                bar.update()
+        else:
+            _run_on_cluster(client, folder, todo, quick, results, bar)
+    finally:
+        bar.close()
+    for path in scripts:  # script order, whichever finished first
+        r = results[path]
+        if r["title"] is not None:
+            sec = Section(report, r["title"])
+            sec.parts, sec.failures = list(r["parts"]), list(r["failures"])
+            report.sections.append(sec)
+        if r["error"] is not None:
+            report.errors.append(r["error"])
+    report.write_index()
+    _record_times("quick" if quick else "full",
+                  {p.name: results[p]["seconds"] for p in todo if results[p]["error"] is None})
+    return report
+
+
+def _finish(folder, path, quick, result):
+    _store(folder, path, quick, result)
+    return result
+
+
+def _run_on_cluster(client, folder, todo, quick, results, bar):
+    from dask.distributed import as_completed
+
+    futures = {client.submit(_remote_script, str(Path(p).resolve()), quick, pure=False): p
+               for p in todo}
+    try:
+        for fut in as_completed(list(futures)):
+            path = futures[fut]
+            result = fut.result()
+            figures = folder / "figures"
+            for name, data in result.pop("figure_bytes", {}).items():
+                figures.mkdir(exist_ok=True)
+                (figures / name).write_bytes(data)
+            results[path] = _finish(folder, path, quick, result)
+            bar.set_postfix_str(path.name)
+            bar.update()
+    except BaseException:
+        client.cancel(list(futures))  # an interrupted run leaves the cluster free
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# expected time: the last run on this machine, else the script's EXPECTED_SECONDS
+
+#: Environment variable naming the file that records each script's last run time (JSON;
+#: default ``~/.cache/symscale/reproduce-times.json``).
+TIMINGS_ENV = "SYMSCALE_REPRODUCE_TIMES"
+
+
+def _times_path() -> Path:
+    env = os.environ.get(TIMINGS_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "symscale" / "reproduce-times.json"
+
+
+def _read_times() -> dict:
+    import json
+
+    try:
+        data = json.loads(_times_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no record yet, or one we cannot read: no estimate from it
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _record_times(mode: str, times: dict) -> None:
+    """Merge the run times of the scripts that finished into the record (best effort: a
+    read-only home is not an error)."""
+    import json
+
+    if not times:
+        return
+    data = _read_times()
+    entry = data.get(mode) if isinstance(data.get(mode), dict) else {}
+    entry.update({k: round(v, 2) for k, v in times.items()})
+    data[mode] = entry
+    path = _times_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _declared_seconds(path: Path, mode: str):
+    """``EXPECTED_SECONDS[mode]`` of a script, read from its source without running it (a
+    literal dict; anything else counts as not declared)."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "EXPECTED_SECONDS"):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            sec = value.get(mode) if isinstance(value, dict) else None
+            return float(sec) if isinstance(sec, (int, float)) and sec >= 0 else None
+    return None
+
+
+def expected_seconds(scripts, quick: bool = False) -> tuple[float, list, list]:
+    """Expected run time of ``scripts``: ``(seconds, measured, unknown)``.
+
+    Each script counts with its last run time on this machine (recorded by
+    :func:`reproduce` in the file named by :data:`TIMINGS_ENV`) or else with the
+    ``EXPECTED_SECONDS = {"quick": ..., "full": ...}`` it declares (measured on a 2-core
+    machine). ``measured`` lists the scripts timed on this machine, ``unknown`` those with
+    neither (they count 0).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "00_a.py").write_text('EXPECTED_SECONDS = {"quick": 12, "full": 600}')
+    >>> _ = (folder / "01_b.py").write_text("def run(section, quick): pass")
+    >>> expected_seconds(find_derivations(folder), quick=False)[0::2]
+    (600.0, ['01_b.py'])
+    """
+    mode = "quick" if quick else "full"
+    record = _read_times().get(mode)
+    record = record if isinstance(record, dict) else {}
+    total, measured, unknown = 0.0, [], []
+    for path in scripts:
+        name = Path(path).name
+        last = record.get(name)
+        if isinstance(last, (int, float)) and last >= 0:
+            total += float(last)
+            measured.append(name)
+            continue
+        declared = _declared_seconds(path, mode)
+        if declared is None:
+            unknown.append(name)
+        else:
+            total += declared
+    return total, measured, unknown
+
+
+def expected_time_line(scripts, quick: bool = False) -> str:
+    """One line stating the expected time of a run (printed by :func:`reproduce` first).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "00_a.py").write_text('EXPECTED_SECONDS = {"quick": 150}')
+    >>> expected_time_line(find_derivations(folder), quick=True)
+    'reproduce: 1 script, quick mode, expected about 2.5 min (as declared for a 2-core machine)'
+    >>> expected_time_line(find_derivations(folder), quick=False)
+    'reproduce: 1 script, full mode, expected time unknown (not timed in this mode yet: 00_a.py)'
+    """
+    scripts = list(scripts)
+    total, measured, unknown = expected_seconds(scripts, quick)
+    head = (f"reproduce: {len(scripts)} script{'s' if len(scripts) != 1 else ''}, "
+            f"{'quick' if quick else 'full'} mode, ")
+    if len(unknown) == len(scripts):
+        return head + f"expected time unknown (not timed in this mode yet: {', '.join(unknown)})"
+    when = f"about {total / 60:.1f} min" if total >= 90 else f"about {total:.0f} s"
+    declared = len(scripts) - len(measured) - len(unknown)
+    basis = [f"{len(measured)} timed on this machine"] if measured else []
+    if declared:
+        basis.append(f"{declared} as declared for a 2-core machine" if measured
+                     else "as declared for a 2-core machine")
+    line = head + f"expected {when} ({'; '.join(basis)})"
+    if unknown:
+        line += f", plus {', '.join(unknown)} (not timed yet)"
+    return line
+
+
