@@ -35,7 +35,8 @@ import numpy as np
 from .errors import DomainError
 from .validation import _at, _first, check_array
 
-__all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "softmax",
+__all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "psd_pinv",
+           "softmax",
            "row_norms", "safe_rms", "random_psd_point", "check_covariance", "CORRELATION_SLACK"]
 
 #: The one round-off tolerance of the PSD and symmetry checks (relative to the largest
@@ -128,6 +129,23 @@ def psd_sqrt(M) -> np.ndarray:
     M = _stack(M)
     w, U = np.linalg.eigh((M + np.swapaxes(M, -1, -2)) / 2)
     return psd_sqrt_from_eigh(w, U)
+
+
+def psd_pinv(M, rtol: float) -> np.ndarray:
+    """Pseudo-inverse of a symmetric PSD matrix, eigenvalues below ``rtol`` times the largest
+    |eigenvalue| dropped (a regression on nearly dependent lines keeps only what they resolve).
+
+    Examples
+    --------
+    >>> psd_pinv(np.diag([4.0, 1e-20]), 1e-12)
+    array([[0.25, 0.  ],
+           [0.  , 0.  ]])
+    """
+    M = np.asarray(M, dtype=np.float64)
+    w, U = np.linalg.eigh((M + M.T) / 2)
+    top = float(np.max(np.abs(w))) if w.size else 0.0
+    keep = w > rtol * top
+    return (U[:, keep] / w[keep]) @ U[:, keep].T
 
 
 def _stack(M):

@@ -204,8 +204,8 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
                 bar.set_postfix_str(path.name)
                 show = lambda sec, name=path.name: bar.set_postfix_str(  # noqa: E731
                     f"{name} · step {sec.steps}: {sec.current[:60]}")
-                results[path] = _finish(folder, path, quick,
-                                        run_script(path, quick, folder, show))
+                results[path] = run_script(path, quick, folder, show)
+                _store(folder, path, quick, results[path])
                 bar.update()
         else:
             _run_on_cluster(client, folder, todo, quick, results, bar)
@@ -225,11 +225,6 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
     return report
 
 
-def _finish(folder, path, quick, result):
-    _store(folder, path, quick, result)
-    return result
-
-
 def _run_on_cluster(client, folder, todo, quick, results, bar):
     from dask.distributed import as_completed
 
@@ -243,7 +238,8 @@ def _run_on_cluster(client, folder, todo, quick, results, bar):
             for name, data in result.pop("figure_bytes", {}).items():
                 figures.mkdir(exist_ok=True)
                 (figures / name).write_bytes(data)
-            results[path] = _finish(folder, path, quick, result)
+            results[path] = result
+            _store(folder, path, quick, result)
             bar.set_postfix_str(path.name)
             bar.update()
     except BaseException:

@@ -207,7 +207,9 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     ests = _estimators(Ks, variants, factored)
     points = [(w, d, s) for w in widths for d in depths for s in seeds]
     tasks = [(d, activation, w, s, K, v, fac) for w, d, s in points for K, v, fac in ests]
-    done = _run_estimates(tasks, client)
+    # on a cluster the estimators run as tasks while the ground truths are computed; locally
+    # they run on the network already built for the truth
+    done = None if client is None else _run_estimates(tasks, client)
     for width, depth, seed in points:
         mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
         truth = ground_truth(mlp, n_truth, seed=seed + 10_000, cache_dir=cache_dir,
@@ -215,7 +217,8 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
         var = float(np.mean(truth.var))
         floor = float(np.mean(truth.sem**2) / var)
         for K, v, fac in ests:
-            est = next(done)
+            est = (propagate(mlp, K=K, variant=v, factored=fac, keep_layers=False)
+                   if done is None else next(done))
             table.rows.append({
                 "estimator": est.name, "K": K, "variant": v, "factored": fac,
                 "width": width, "depth": depth, "seed": seed,
@@ -235,13 +238,9 @@ def _estimate(depth, activation, width, seed, K, variant, factored):
 
 
 def _run_estimates(tasks, client):
-    """Yield ``_estimate(*t)`` for the tasks in order, locally or from a Dask client (all
-    submitted at once, so they run while the ground truths are computed). Same values either
-    way; the ``seconds`` are each task's own wall time."""
-    if client is None:
-        for t in tasks:
-            yield _estimate(*t)
-        return
+    """Yield ``_estimate(*t)`` for the tasks in order from a Dask client (all submitted at
+    once, so they run while the ground truths are computed). The values equal the local ones;
+    the ``seconds`` are each task's own wall time."""
     futures = client.map(_estimate, *zip(*tasks), pure=False)
     try:
         for fut in futures:

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..display import ResultDisplay
+from ..linalg import psd_pinv as _psd_pinv
 from ..linalg import psd_sqrt
 from ..metrics import gaussian_w2, sliced_wasserstein
 from ..validation import check_bool, check_int, check_real, seed_sequence
@@ -208,11 +209,7 @@ class CoupledRun(ResultDisplay):
         p = check_real(p, "p", low=1)
         if p == 2:
             return self.w2_bound, self.w2_stderr
-        d = self.squared_distances ** (p / 2)
-        m = float(np.mean(d))
-        se_m = float(np.std(d, ddof=1)) / math.sqrt(d.shape[0])
-        root = m ** (1 / p)
-        return root, (se_m * root / (p * m) if m > 0 else 0.0)
+        return _root_mean(self.squared_distances ** (p / 2), p)
 
     def sliced_wp(self, p: float = 2.0, n_projections: int = 200, seed=0) -> float:
         """Sliced ``W_p`` between the finite outputs and the (coupled) Gaussian-process
@@ -246,21 +243,12 @@ class CoupledRun(ResultDisplay):
         return self.sliced_wp(2.0, n_projections, seed)
 
 
-def _root_mean(sq):
-    """(sqrt(mean), delta-method standard error) of non-negative samples."""
-    m = float(np.mean(sq))
-    se_m = float(np.std(sq, ddof=1)) / math.sqrt(sq.shape[0])
-    root = math.sqrt(m)
-    return root, (se_m / (2 * root) if root > 0 else 0.0)
-
-
-def _psd_pinv(M, rtol):
-    """Pseudo-inverse of a symmetric PSD matrix, eigenvalues below ``rtol`` times the largest
-    dropped."""
-    w, U = np.linalg.eigh((M + M.T) / 2)
-    top = max(float(np.max(np.abs(w))), 0.0) if w.size else 0.0
-    keep = w > rtol * top
-    return (U[:, keep] / w[keep]) @ U[:, keep].T
+def _root_mean(x, p=2.0):
+    """``(mean x)^(1/p)`` and its delta-method standard error, for samples ``x = D^p >= 0``."""
+    m = float(np.mean(x))
+    se_m = float(np.std(x, ddof=1)) / math.sqrt(x.shape[0])
+    root = math.sqrt(m) if p == 2 else m ** (1 / p)
+    return root, (se_m / (p * root ** (p - 1)) if root > 0 else 0.0)
 
 
 class _LimitPlan:
