@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..metrics.rates import fit_loglog_slope
+from ..tasks import iter_tasks
 from ..validation import check_bool, check_int
 from .reference import ground_truth
 from .network import RandomMLP
@@ -209,7 +210,7 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     tasks = [(d, activation, w, s, K, v, fac) for w, d, s in points for K, v, fac in ests]
     # on a cluster the estimators run as tasks while the ground truths are computed; locally
     # they run on the network already built for the truth
-    done = None if client is None else _run_estimates(tasks, client)
+    done = None if client is None else iter_tasks(_estimate, *zip(*tasks), client=client)
     for width, depth, seed in points:
         mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
         truth = ground_truth(mlp, n_truth, seed=seed + 10_000, cache_dir=cache_dir,
@@ -235,19 +236,6 @@ def _estimate(depth, activation, width, seed, K, variant, factored):
     from its seed on the worker, so only integers and names travel)."""
     mlp = RandomMLP.random(depth, activation, width=width, seed=seed)
     return propagate(mlp, K=K, variant=variant, factored=factored, keep_layers=False)
-
-
-def _run_estimates(tasks, client):
-    """Yield ``_estimate(*t)`` for the tasks in order from a Dask client (all submitted at
-    once, so they run while the ground truths are computed). The values equal the local ones;
-    the ``seconds`` are each task's own wall time."""
-    futures = client.map(_estimate, *zip(*tasks), pure=False)
-    try:
-        for fut in futures:
-            yield fut.result()
-    except BaseException:  # also GeneratorExit: an abandoned sweep frees the cluster
-        client.cancel(futures)
-        raise
 
 
 def _axes(ax):

@@ -44,6 +44,7 @@ from ..display import ResultDisplay
 from ..metrics import (RateFit, fit_rate, noise_floor, projections, sample_gaussian,
                        sliced_wasserstein)
 from ..validation import check_array, check_bool, check_int, check_real, seed_sequence
+from ..tasks import map_tasks
 from .coupled import run_coupled
 
 __all__ = ["coupled_rates", "CoupledRates"]
@@ -130,19 +131,6 @@ def _coupled_task(program, data, width, n_networks, seed, independent):
     return run_coupled(program, data, width, n_networks, seed=seed, independent=independent)
 
 
-def _run_tasks(tasks, client):
-    """``[_coupled_task(*t) for t in tasks]``, locally or on a Dask client (same order, same
-    values: every task carries its own SeedSequence)."""
-    if client is None:
-        return [_coupled_task(*t) for t in tasks]
-    futures = client.map(_coupled_task, *zip(*tasks), pure=False)
-    try:
-        return client.gather(futures)
-    except BaseException:
-        client.cancel(futures)  # do not leave the cluster busy with an abandoned sweep
-        raise
-
-
 def coupled_rates(programs, X=None, widths=(16, 64, 256, 1024), n_networks: int = 200,
                   seed=0, n_boot: int = 500, *, n_projections: int = 200,
                   level: float = 0.95, independent: bool = False, client=None) -> dict:
@@ -219,7 +207,8 @@ def coupled_rates(programs, X=None, widths=(16, 64, 256, 1024), n_networks: int 
         s_run, *streams[name] = seq.spawn(4)
         tasks += [(program, data, int(m), n_networks, s, independent)
                   for m, s in zip(w, s_run.spawn(w.size))]
-    done = _run_tasks(tasks, client)
+    # every task carries its own SeedSequence: the same values here and on a cluster
+    done = map_tasks(_coupled_task, *zip(*tasks), client=client)
     out = {}
     for k, name in enumerate(entries):
         s_gp, s_boot, s_floor = streams[name]

@@ -413,13 +413,15 @@ def evidence_first_order(X, Y, activation, beta=np.inf, **drift_params) -> Evide
 
 @renamed_arguments(act="activation")
 def partition_function(X, Y, activation, beta, tau: float, *, n_samples: int = 2000, seed: int = 0,
-                       method: str = "chain", dt: float = 1e-3, **drift_params):
+                       method: str = "chain", dt: float = 1e-3, client=None, **drift_params):
     """Monte Carlo Z_beta(tau) = E[N(Y; 0, V + I/beta)] with V at depth-time tau.
 
     ``method="chain"``: the exact finite-width chain with L = round(tau n / P) layers (``activation``
     must be a Shaped activation, which fixes n); ``"sde"``: the matrix SDE at t = tau / P.
 
     Paths that explode, and kernels with a singular V + I/beta, count with likelihood 0.
+    ``client`` (a ``dask.distributed.Client``) simulates the chains or paths on a cluster, with
+    the same result as here (see :func:`~symscale.nsde.finite_width_chain`).
 
     Returns
     -------
@@ -446,10 +448,11 @@ def partition_function(X, Y, activation, beta, tau: float, *, n_samples: int = 2
             raise ValueError(f"{sorted(drift_params)} do not apply to method='chain' (the Shaped "
                              "activation fixes the network)")
         depth = int(round(tau * activation.n / P))
-        paths = finite_width_chain(V0, depth, activation, n_chains=n_samples, seed=seed)
+        paths = finite_width_chain(V0, depth, activation, n_chains=n_samples, seed=seed,
+                                   client=client)
     else:
         paths = simulate_sde(V0, activation, t=tau / P, dt=dt, n_paths=n_samples, seed=seed,
-                             **drift_params)
+                             client=client, **drift_params)
     logs = np.array([_log_lik(V, Y, beta) for V in paths.values])
     logs[~paths.valid] = -np.inf  # an exploded kernel has vanishing likelihood
     top = logs.max()

@@ -50,6 +50,7 @@ from ..formula import Formula, Variable
 from ..kernels.numeric import dual_kernel_numeric
 from ..linalg import psd_sqrt
 from ..printing import latex, register_symbol_latex
+from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
 from ..validation import check_array, check_choice, check_int, check_real, check_seed
 from .bayes import _beta, _data, _gaussian_stack, _gram, depth_benefit
 from .shaping import Shaped, shaped, shaped_relu
@@ -534,7 +535,8 @@ def _fast_phi(act):
 
 
 def log_evidence_slope_mc(X, Y, activation: Shaped, beta, tau: float, *, n_chains: int = 1000,
-                          seed=0, control_variate: bool = True) -> EvidenceSlope:
+                          seed=0, control_variate: bool = True, client=None,
+                          chains_per_task: int = CHAINS_PER_TASK) -> EvidenceSlope:
     r"""Monte Carlo slope of the log evidence in the effective depth, on the exact chain.
 
     Z(tau) = E F(V_L) with L = round(tau n / P) layers of the exact width-n chain from
@@ -567,6 +569,13 @@ def log_evidence_slope_mc(X, Y, activation: Shaped, beta, tau: float, *, n_chain
     seed : None, int, SeedSequence or Generator
     control_variate : bool
         Subtract the martingale (True) or average F(V_L) alone (False, for comparison).
+    client : dask.distributed.Client, optional
+        Run the chains on a Dask cluster, ``chains_per_task`` per task: the result equals the
+        local one bit for bit (each task draws from its own stream, see
+        :func:`~symscale.tasks.seed_batches`).
+    chains_per_task : int
+        Chains per task (here or on the cluster); at most this many chains draw from ``seed``
+        directly.
 
     Returns
     -------
@@ -598,7 +607,8 @@ def log_evidence_slope_mc(X, Y, activation: Shaped, beta, tau: float, *, n_chain
     beta = _beta(beta)
     tau = check_real(tau, "tau", low=0.0, low_open=True)
     n_chains = check_int(n_chains, "n_chains", low=2)
-    rng = np.random.default_rng(check_seed(seed))
+    seed = check_seed(seed)
+    chains_per_task = check_int(chains_per_task, "chains_per_task", low=1)
     if not isinstance(control_variate, bool):
         raise TypeError(f"control_variate must be a bool, got {control_variate!r}")
     V0 = _gram(X)
@@ -611,6 +621,30 @@ def log_evidence_slope_mc(X, Y, activation: Shaped, beta, tau: float, *, n_chain
     if noise == 0 and np.linalg.matrix_rank(V0) < P:
         raise ValueError("X X^T / d is singular: interpolation (beta = inf) needs linearly "
                          "independent inputs")
+    batches = seed_batches(n_chains, chains_per_task, seed)
+    ms = concatenate(map_tasks(_slope_chains, [activation] * len(batches), [V0] * len(batches),
+                               [Y] * len(batches), [noise] * len(batches),
+                               [depth] * len(batches), *zip(*batches),
+                               [control_variate] * len(batches), client=client), axis=1)
+    if not np.all(np.isfinite(ms)):
+        raise FloatingPointError(f"{int((~np.isfinite(ms[-1])).sum())} of {n_chains} chains "
+                                 "left float64 (or met a singular V + I/beta)")
+    mean = ms.mean(axis=1)
+    sd = ms.std(axis=1, ddof=1) / math.sqrt(n_chains)
+    if np.any(mean <= 0):
+        raise FloatingPointError(f"the mean of the estimator is {mean.min():g} <= 0: its "
+                                 "logarithm is undefined (too few chains for this tau)")
+    taus = np.arange(1, depth + 1) * P / n
+    slopes, stderrs = np.log(mean) / taus, sd / (mean * taus)
+    return EvidenceSlope(float(slopes[-1]), float(stderrs[-1]), float(taus[-1]), depth, n,
+                         n_chains, taus, slopes, stderrs, control_variate)
+
+
+def _slope_chains(activation, V0, Y, noise, depth, n_chains, seed, control_variate):
+    """The estimator M of :func:`log_evidence_slope_mc` after each layer, (depth, n_chains),
+    for ``n_chains`` chains drawn from ``seed`` (one task)."""
+    rng = np.random.default_rng(seed)
+    P, n, c = len(Y), activation.n, activation.weight_var
     phi_exact, phi = activation.activation, _fast_phi(activation.activation)
     log_f0, _, _ = _gaussian_stack(V0[None], Y, noise)
     V = np.broadcast_to(V0, (n_chains, P, P)).copy()
@@ -626,18 +660,7 @@ def log_evidence_slope_mc(X, Y, activation: Shaped, beta, tau: float, *, n_chain
             martingale += np.exp(log_f - log_f0[0]) * dF
         V = Vn
         ms[layer] = np.exp(_gaussian_stack(V, Y, noise)[0] - log_f0[0]) - martingale
-    if not np.all(np.isfinite(ms)):
-        raise FloatingPointError(f"{int((~np.isfinite(ms[-1])).sum())} of {n_chains} chains "
-                                 "left float64 (or met a singular V + I/beta)")
-    mean = ms.mean(axis=1)
-    sd = ms.std(axis=1, ddof=1) / math.sqrt(n_chains)
-    if np.any(mean <= 0):
-        raise FloatingPointError(f"the mean of the estimator is {mean.min():g} <= 0: its "
-                                 "logarithm is undefined (too few chains for this tau)")
-    taus = np.arange(1, depth + 1) * P / n
-    slopes, stderrs = np.log(mean) / taus, sd / (mean * taus)
-    return EvidenceSlope(float(slopes[-1]), float(stderrs[-1]), float(taus[-1]), depth, n,
-                         n_chains, taus, slopes, stderrs, control_variate)
+    return ms
 
 
 def _chain_step(V, phi, c, n, rng):

@@ -37,6 +37,7 @@ from .._deprecation import renamed_arguments, reordered_arguments
 from ..activations import Activation, as_activation
 from ..errors import PathStatisticWarning
 from ..formula import Formula
+from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
 from ..netsor.network import sample_network
 from ..netsor.program import Program
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt, psd_sqrt_from_eigh
@@ -230,7 +231,8 @@ def _old_order(args):
 @reordered_arguments(("V0", "activation", "width", "depth", "n_chains", "seed"), _old_order)
 def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
                        n_chains: int = 1000, seed=0, weight_var: float | None = None,
-                       save_every: int = 0, progress: bool = False) -> Paths:
+                       save_every: int = 0, progress: bool = False, client=None,
+                       chains_per_task: int = CHAINS_PER_TASK) -> Paths:
     """The exact Markov chain of the Gram matrix of a width-n network.
 
     Parameters
@@ -255,6 +257,13 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
         Also keep every ``save_every``-th layer (0: final only).
     progress : bool
         Show a progress bar.
+    client : dask.distributed.Client, optional
+        Run the chains on a Dask cluster, ``chains_per_task`` per task; the paths equal the
+        local ones bit for bit (each task has its own stream, see
+        :func:`~symscale.tasks.seed_batches`).
+    chains_per_task : int
+        Chains per task, here or on the cluster (at most this many draw from ``seed``
+        directly).
 
     Returns
     -------
@@ -265,9 +274,24 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     phi, c, n = _network_spec(activation, width, weight_var)
     depth = _count(depth, "depth", 0)
     n_chains = _count(n_chains, "n_chains", 1)
-    rng = check_random_state(seed)
+    seed = check_seed(seed)
     save_every = _count(save_every, "save_every", 0)
     progress = check_bool(progress, "progress")
+    chains_per_task = _count(chains_per_task, "chains_per_task", 1)
+    batches = seed_batches(n_chains, chains_per_task, seed)
+    k = len(batches)
+    parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
+                      *zip(*batches), [save_every] * k, [progress and k == 1] * k,
+                      client=client)
+    V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
+    saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
+    return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
+
+
+def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress):
+    """``n_chains`` chains of :func:`finite_width_chain` from ``seed`` (one task):
+    (values, exploded, saved or None)."""
+    rng = check_random_state(seed)
     P = V0.shape[0]
     V = np.broadcast_to(V0, (n_chains, P, P)).copy()
     bad = np.zeros(n_chains, bool)
@@ -286,8 +310,7 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
         bad[idx[~finite]] = True
         if save_every and (layer + 1) % save_every == 0:
             saved.append(V.copy())
-    return Paths(V, bad, np.zeros(n_chains, bool), depth / n,
-                 np.array(saved) if saved else None)
+    return V, bad, (np.array(saved) if saved else None)
 
 
 @renamed_arguments(act="activation", n="width")
@@ -392,7 +415,8 @@ def _wishart_unit(rng, k, P, m):
 @renamed_arguments(act="activation")
 def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 0, *,
                  scheme: str = "euler", save_every: int = 0, progress: bool = False,
-                 explode_at: float = 1e10, **drift_params) -> Paths:
+                 explode_at: float = 1e10, client=None, chains_per_task: int = CHAINS_PER_TASK,
+                 **drift_params) -> Paths:
     """Simulate dV = b(V) dt + V^{1/2} dW V^{1/2} from V0 up to time t.
 
     Parameters
@@ -418,6 +442,13 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     explode_at : float
         A path whose largest entry exceeds ``explode_at`` times that of V0 counts as exploded
         (a finite-time blow-up outruns any step size once it starts); finite, > 0.
+    client : dask.distributed.Client, optional
+        Simulate on a Dask cluster, ``chains_per_task`` paths per task; the paths equal the
+        local ones bit for bit (each task has its own stream, see
+        :func:`~symscale.tasks.seed_batches`).
+    chains_per_task : int
+        Paths per task, here or on the cluster (at most this many draw from ``seed``
+        directly).
 
     Returns
     -------
@@ -440,6 +471,24 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
         raise ValueError(f"scheme='psd' draws Wishart matrices with m = round(1/dt) = {m} degrees "
                          f"of freedom, which needs m >= P = {P}: take dt <= {1 / P:g}, got "
                          f"dt={dt!r}")
+    _drift_function(activation, drift_params)  # a bad drift fails here, not in a task
+    chains_per_task = _count(chains_per_task, "chains_per_task", 1)
+    batches = seed_batches(n_paths, chains_per_task, seed)
+    k = len(batches)
+    parts = map_tasks(_sde_task, [V0] * k, [activation] * k, [drift_params] * k, [dt] * k,
+                      [steps] * k, [scheme] * k, [save_every] * k, [explode_at] * k,
+                      *zip(*batches), [progress and k == 1] * k, client=client)
+    saved = None if parts[0][3] is None else concatenate([p[3] for p in parts], axis=1)
+    return Paths(*(concatenate([p[i] for p in parts]) for i in range(3)), steps * dt, saved,
+                 parts[0][4])
+
+
+def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explode_at, n_paths,
+              seed, progress):
+    """``n_paths`` paths of :func:`simulate_sde` from ``seed`` (one task): (values, exploded,
+    left_psd, saved or None, times or None)."""
+    m = max(int(round(1 / dt)), 1)
+    P = V0.shape[0]
     b = _drift_function(activation, drift_params)
     rng = np.random.default_rng(seed)
     limit = explode_at * max(np.abs(V0).max(), 1e-300)
@@ -453,8 +502,11 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     saved, times = [], []
     for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
         live = np.flatnonzero(~(exploded | left))
-        if live.size == 0:
-            break
+        if live.size == 0:  # every path frozen: keep the saved timeline (tasks must agree)
+            if step < steps and save_every and (step + 1) % save_every == 0:
+                saved.append(V.copy())
+                times.append((step + 1) * dt)
+            continue
         Vl = V[live]
         # one eigen-decomposition per step serves the PSD check and the square root
         w, U = np.linalg.eigh(Vl)
@@ -490,8 +542,8 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
         if save_every and (step + 1) % save_every == 0:
             saved.append(V.copy())
             times.append((step + 1) * dt)
-    return Paths(V, exploded, left, steps * dt, np.array(saved) if saved else None,
-                 np.array(times) if times else None)
+    return (V, exploded, left, np.array(saved) if saved else None,
+            np.array(times) if times else None)
 
 
 def _steps(t, dt):
