@@ -32,14 +32,16 @@ def gaussian_step(z: Cumulants, activation, layer=None) -> tuple[Cumulants, int]
     _check_cumulants(z, layer)
     S = z.full[2]
     mu = z.mean
-    var = np.diagonal(S).copy()
+    var = np.diagonal(S, axis1=-2, axis2=-1).copy()
     sd = np.sqrt(var)
-    w = wick_table(activation, mu, var, 0, 2)
+    w = wick_table(activation, mu.reshape(-1), var.reshape(-1), 0, 2).reshape((3, 1) + mu.shape)
     m1, m2 = w[1, 0], w[2, 0]
-    rho = np.clip(S / np.outer(sd, sd), -1.0, 1.0)
-    joint, how = bivariate_moment(activation, mu[:, None], mu[None, :], sd[:, None],
-                                  sd[None, :], rho)
+    col, row = (slice(None), None), (None, slice(None))  # a vector as a column / a row
+    rho = np.clip(S / (sd[(..., *col)] * sd[(..., *row)]), -1.0, 1.0)
+    joint, how = bivariate_moment(activation, mu[(..., *col)], mu[(..., *row)], sd[(..., *col)],
+                                  sd[(..., *row)], rho)
     flops = 60 * S.size if how == "relu closed form" else 6 * S.size * GH_DEGREE**2
-    cov = joint - np.outer(m1, m1)
-    np.fill_diagonal(cov, m2 - m1**2)
+    cov = joint - m1[(..., *col)] * m1[(..., *row)]
+    i = np.arange(mu.shape[-1])
+    cov[..., i, i] = m2 - m1**2
     return Cumulants(m1.copy(), {2: cov}), int(flops)

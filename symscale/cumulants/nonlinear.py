@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import os
 from functools import lru_cache
 
@@ -66,6 +67,7 @@ def _power_cumulant(z, w, powers, tracking):
     """:func:`power_cumulant` for valid ``powers`` (a tuple of ints; the layer loop's)."""
     m = len(powers)
     n = z.n
+    nb = math.prod(z.batch)
     flops = 0
     terms = []
     for dg in _diagrams(powers, tracking.cap, tracking.allowed()):
@@ -75,48 +77,50 @@ def _power_cumulant(z, w, powers, tracking):
             ops.extend([(arr, slots)] * mult)
         parts, f = _reduce(ops, m, float(dg.coefficient))
         terms.append((None, parts))  # the coefficient is folded into the first part
-        flops += f + len(parts) * n**m
-    return _sum_of_products(terms, n, m), flops
+        flops += f + len(parts) * nb * n**m
+    return _sum_of_products(terms, n, m, z.batch), flops
 
 
-def _sum_of_products(terms, n: int, m: int) -> np.ndarray:
-    """``sum_t coef_t * prod_parts arr`` over ``m`` neuron axes, each ``(array, slots)`` part
-    broadcast on its slots (sorted); ``coef=None`` means no scalar factor."""
-    out = np.zeros((n,) * m)
+def _sum_of_products(terms, n: int, m: int, batch: tuple = ()) -> np.ndarray:
+    """``sum_t coef_t * prod_parts arr`` over ``m`` neuron axes (after the ``batch`` axes),
+    each ``(array, slots)`` part broadcast on its slots (sorted); ``coef=None`` means no scalar
+    factor."""
+    out = np.zeros(batch + (n,) * m)
     everything = tuple(range(m))
+    lead = (slice(None),) * len(batch)
 
     def work(block):
-        acc = out[block]
+        acc = out[lead + (block,)]
         for coef, parts in terms:
             term = coef
             for arr, slots in parts:
                 if 0 in slots:  # only this block's rows of the first neuron axis
                     index = [slice(None)] * arr.ndim
-                    index[slots.index(0)] = block
+                    index[arr.ndim - len(slots) + slots.index(0)] = block
                     arr = arr[tuple(index)]
                 a = _on_axes(arr, slots, everything)
                 term = a if term is None else term * a
             acc += term
 
-    _for_row_blocks(n, m, work)
+    _for_row_blocks(n, m, work, math.prod(batch))
     return out
 
 
 _POOL: list = []
 
 
-def _for_row_blocks(n: int, m: int, work) -> None:
+def _for_row_blocks(n: int, m: int, work, copies: int = 1) -> None:
     """Call ``work(rows)`` on row blocks of an ``n^m`` output, in threads when it is large.
 
     Blocks of about 4 MB keep the full-size elementwise products in cache; numpy releases the
     GIL in them, so the blocks of a large output run on all cores (as the GEMMs of the linear
-    step do). Each block writes only its own rows.
+    step do). Each block writes only its own rows (of all ``copies``: the networks of a stack).
     """
-    rows = max(1, (1 << 19) // max(1, n ** (m - 1)))
+    rows = max(1, (1 << 19) // max(1, copies * n ** (m - 1)))
     blocks = [slice(lo, lo + rows) for lo in range(0, n, rows)]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    if cores < 2 or len(blocks) < 2 or n**m < (1 << 20):
+    if cores < 2 or len(blocks) < 2 or copies * n**m < (1 << 20):
         for b in blocks:
             work(b)
         return
@@ -128,8 +132,11 @@ def _for_row_blocks(n: int, m: int, work) -> None:
 
 
 def _on_axes(arr: np.ndarray, slots: tuple[int, ...], host: tuple[int, ...]) -> np.ndarray:
-    """``arr`` over ``slots`` reshaped to broadcast against an array over ``host``."""
-    return arr.reshape([arr.shape[slots.index(h)] if h in slots else 1 for h in host])
+    """``arr`` over ``slots`` (after any batch axes) reshaped to broadcast against an array
+    over ``host``."""
+    lead = arr.ndim - len(slots)
+    return arr.reshape(arr.shape[:lead] + tuple(arr.shape[lead + slots.index(h)] if h in slots
+                                                 else 1 for h in host))
 
 
 def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
@@ -187,6 +194,7 @@ def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
 def _pattern_value(z, w, pattern, tracking, cache):
     m = len(pattern)
     n = z.n
+    nb = math.prod(z.batch)
     flops = 0
     terms = []
     for coef, factors in pattern_in_power_cumulants(pattern):
@@ -196,16 +204,16 @@ def _pattern_value(z, w, pattern, tracking, cache):
                 cache[f.powers] = _power_cumulant(z, w, f.powers, tracking)
                 flops += cache[f.powers][1]
             parts.append((cache[f.powers][0], f.slots))
-            flops += n**m
+            flops += nb * n**m
         terms.append((float(coef), parts))
-    return _sum_of_products(terms, n, m), flops
+    return _sum_of_products(terms, n, m, z.batch), flops
 
 
-def _assemble_full(values: dict, d: int, n: int) -> np.ndarray:
+def _assemble_full(values: dict, d: int, n: int, batch: tuple = ()) -> np.ndarray:
     """Write pattern values into a full symmetric tensor, finest pattern first."""
     from .state import _placements
 
-    full = np.empty((n,) * d)
+    full = np.empty(batch + (n,) * d)
     for pattern in sorted(values, key=lambda p: -len(p)):
         val = values[pattern]
         grids = np.indices((n,) * len(pattern), sparse=True)
@@ -214,7 +222,7 @@ def _assemble_full(values: dict, d: int, n: int) -> np.ndarray:
             for axis, block in enumerate(place):
                 for pos in block:
                     index[pos] = grids[axis]
-            full[tuple(index)] = val
+            full[(Ellipsis, *index)] = val
     return full
 
 
@@ -223,6 +231,14 @@ _TINY = float(np.finfo(np.float64).tiny)
 
 def _where(layer) -> str:
     return "" if layer is None else f" of layer {layer}"
+
+
+def _smallest(var):
+    """Index of the smallest variance and its name: "neuron i", or "neuron i of network b"
+    in a stack."""
+    bad = np.unravel_index(int(np.argmin(var)), var.shape)
+    where = f"neuron {bad[-1]}" + (f" of network {bad[0]}" if len(bad) > 1 else "")
+    return bad, where
 
 
 def _check_cumulants(z: Cumulants, layer=None, positive: bool = True) -> np.ndarray:
@@ -238,26 +254,29 @@ def _check_cumulants(z: Cumulants, layer=None, positive: bool = True) -> np.ndar
                for p, a in s.items()]
     for what, a in arrays:
         if not np.isfinite(a).all():
+            if z.batch:  # a stack: name the first network that left float64
+                bad = ~np.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
+                what += f" of network {int(np.flatnonzero(bad)[0])}"
             raise FloatingPointError(
                 f"the {what} of the pre-activations{_where(layer)} is not finite in float64 "
                 f"({int(np.sum(~np.isfinite(a)))} of {a.size} entries): the weights or biases "
                 "are too large for float64 at this order; rescale them or use a lower K")
     var = z.variances()
     if positive and np.any(var <= 0):
-        bad = int(np.argmin(var))
+        bad, where = _smallest(var)
         why = ("a neuron with no random input (zero incoming weights) or a variance that "
                "underflowed float64" if var[bad] == 0 else
                "the truncated cumulants left the valid region (the network is too deep for "
                "this width and K)")
         raise FloatingPointError(
-            f"pre-activation variance of neuron {bad}{_where(layer)} is {var[bad]:.3g} <= 0: "
+            f"pre-activation variance of {where}{_where(layer)} is {var[bad]:.3g} <= 0: "
             f"{why}; cumulant propagation needs positive variances")
     if positive and np.any(var < _TINY):
         # a subnormal variance keeps only a few significant bits: the estimate would be off
         # by up to 1e-4 relative (measured at 1e-321) instead of failing
-        bad = int(np.argmin(var))
+        bad, where = _smallest(var)
         raise FloatingPointError(
-            f"pre-activation variance of neuron {bad}{_where(layer)} is {var[bad]:.3g}, below "
+            f"pre-activation variance of {where}{_where(layer)} is {var[bad]:.3g}, below "
             f"the float64 normal range ({_TINY:.3g}) where it loses precision: the weights or "
             "biases are too small; rescale them")
     return var
@@ -309,7 +328,8 @@ def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=N
                                      "overflows float64")
     k_max, p_max = required_orders(tracking)
     try:
-        w = wick_table(activation, mean, var, k_max, p_max)
+        w = wick_table(activation, mean.reshape(-1), var.reshape(-1), k_max, p_max)
+        w = w.reshape(w.shape[:2] + mean.shape)  # a stack's networks share one table call
     except FloatingPointError as exc:
         raise FloatingPointError(
             f"{exc}{_where(layer)}: the pre-activations are too large (or their variances too "
@@ -318,7 +338,7 @@ def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=N
     flops = w.size * 20  # table of truncated Gaussian moments: a few tens of FLOPs per entry
     z_eff = z if bias_shift is None else Cumulants(mean, z.full, z.slices)
     cache: dict = {}
-    out = Cumulants(np.zeros(z.n))
+    out = Cumulants(np.zeros(z.batch + (z.n,)))
     n = z.n
     for d in range(1, 2 if mean_only else tracking.max_order + 1):
         pats = tracking.patterns(d)
@@ -331,7 +351,7 @@ def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=N
         if d == 1:
             out.mean = values[(1,)]
         elif d in tracking.full:
-            out.full[d] = _assemble_full(values, d, n)
+            out.full[d] = _assemble_full(values, d, n, z.batch)
         else:
             out.slices[d] = values
     return (out, flops, w) if return_wick else (out, flops)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validation import check_bool, check_choice, check_int
-from .network import _check_mlp
+from .network import RandomMLP, _check_mlp
 from .nonlinear import _check_cumulants, nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 from ..display import ResultDisplay
@@ -66,9 +66,13 @@ class Propagation(ResultDisplay):
     seconds : float
         Wall time.
     layers : tuple of Cumulants
-        Pre-activation cumulants of every hidden layer (empty when ``keep_layers=False``).
+        Pre-activation cumulants of every hidden layer (empty when ``keep_layers=False``);
+        for a stack, with the networks on a leading axis (``layers[l].network(b)``).
     K, variant, factored :
         The estimator.
+    batch : tuple of int
+        ``()`` for one network, ``(B,)`` for a stack of ``B`` (then ``estimate`` is
+        ``(B, n_out)`` and ``flops`` counts all of them).
     """
 
     estimate: np.ndarray
@@ -78,6 +82,7 @@ class Propagation(ResultDisplay):
     K: int
     variant: str
     factored: bool
+    batch: tuple = ()
 
     @property
     def name(self) -> str:
@@ -102,7 +107,11 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
 
     Parameters
     ----------
-    mlp : RandomMLP
+    mlp : RandomMLP or sequence of RandomMLP
+        One network, or a stack of networks with the same widths and activations: their
+        cumulants are propagated together, one batched product per tensor leg and one
+        broadcast per diagram for all of them (the result equals separate calls to
+        round-off; the factored estimators run the networks one after another).
     K : int
         Order, 1..4 (see the module docstring).
     variant : {"basic", "augmented", "gaussian"}
@@ -126,9 +135,11 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     Raises
     ------
     TypeError
-        ``mlp`` is not a RandomMLP; a flag is not a bool; ``K`` or ``upto`` is not a number.
+        ``mlp`` is not a RandomMLP (or a sequence of them); a flag is not a bool; ``K`` or
+        ``upto`` is not a number.
     ValueError
-        ``K`` not in 1..4, unknown ``variant``, unsupported combination, ``upto`` out of range.
+        ``K`` not in 1..4, unknown ``variant``, unsupported combination, ``upto`` out of range,
+        an empty stack or networks of different shapes or activations in one.
     FloatingPointError
         A tracked cumulant or the estimate is not finite in float64 (weights or biases too
         large for this order), or a variance is not positive (the truncation left the valid
@@ -143,7 +154,18 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     >>> err = {K: np.mean((propagate(mlp, K=K).estimate - truth.mean) ** 2) for K in (1, 2, 3)}
     >>> bool(err[3] < err[2] < err[1])
     True
+
+    A stack of networks in one call:
+
+    >>> nets = [RandomMLP.random(2, width=32, seed=s) for s in range(8)]
+    >>> stacked = propagate(nets, K=2)
+    >>> stacked.estimate.shape, stacked.batch
+    ((8, 32), (8,))
+    >>> bool(np.allclose(stacked.estimate[1], propagate(nets[1], K=2).estimate, rtol=1e-12))
+    True
     """
+    stack = _as_stack(mlp)
+    mlp = stack[0] if stack is not None else mlp
     _check_mlp(mlp)
     _check_estimator(K, variant, factored)
     K = int(K)
@@ -159,10 +181,66 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     # overflow is reported as a FloatingPointError naming the layer (the steps check what
     # they read, and the estimate is checked): numpy's RuntimeWarnings would only be noise
     with np.errstate(over="ignore", invalid="ignore"):
-        return _run(mlp, K, variant, factored, keep_layers, upto, stop, coherent_only, t0)
+        if stack is not None and factored:
+            return _run_each(stack, K, variant, keep_layers, upto, stop, coherent_only, t0)
+        return _run(stack or mlp, K, variant, factored, keep_layers, upto, stop, coherent_only,
+                    t0)
 
 
-def _run(mlp, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
+def _as_stack(mlp):
+    """The networks of a stack (a list), or None for one network."""
+    if isinstance(mlp, RandomMLP) or not isinstance(mlp, (list, tuple)):
+        return None
+    if not mlp:
+        raise ValueError("mlp is an empty sequence: give a RandomMLP or a stack of them")
+    for i, m in enumerate(mlp):
+        if not isinstance(m, RandomMLP):
+            raise TypeError(f"mlp[{i}] must be a RandomMLP, got {type(m).__name__}")
+        if (m.input_dim, m.widths, m.output_dim) != (mlp[0].input_dim, mlp[0].widths,
+                                                     mlp[0].output_dim):
+            raise ValueError(
+                f"mlp[{i}] has input, hidden and output widths {m.input_dim}, {m.widths}, "
+                f"{m.output_dim}, mlp[0] {mlp[0].input_dim}, {mlp[0].widths}, "
+                f"{mlp[0].output_dim}: a stack needs networks of one shape")
+        if [a.label for a in m.activations] != [a.label for a in mlp[0].activations]:
+            raise ValueError(f"mlp[{i}] has activations {[a.label for a in m.activations]}, "
+                             f"mlp[0] {[a.label for a in mlp[0].activations]}: a stack shares "
+                             "its activations")
+    return list(mlp)
+
+
+def _affine(net, layer):
+    """``(W, b)`` of one network, or of a stack (arrays with the networks on a leading axis;
+    ``b`` None when every network's is zero)."""
+    if isinstance(net, RandomMLP):
+        return net.affine(layer)
+    pairs = [m.affine(layer) for m in net]
+    W = np.stack([w for w, _ in pairs])
+    if all(b is None for _, b in pairs):
+        return W, None
+    return W, np.stack([np.zeros(W.shape[1]) if b is None else b for _, b in pairs])
+
+
+def _run_each(stack, K, variant, keep_layers, upto, stop, coherent_only, t0):
+    """The factored estimators on a stack: network after network, results stacked."""
+    runs = [_run(m, K, variant, True, keep_layers, upto, stop, coherent_only, t0)
+            for m in stack]
+    layers = tuple(_stack_cumulants([r.layers[i] for r in runs])
+                   for i in range(len(runs[0].layers)))
+    return Propagation(np.stack([r.estimate for r in runs]), sum(r.flops for r in runs),
+                       time.perf_counter() - t0, layers, K, variant, True, (len(stack),))
+
+
+def _stack_cumulants(cs):
+    return Cumulants(np.stack([c.mean for c in cs]),
+                     {d: np.stack([c.full[d] for c in cs]) for d in cs[0].full},
+                     {d: {p: np.stack([c.slices[d][p] for c in cs]) for p in s}
+                      for d, s in cs[0].slices.items()})
+
+
+def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
+    mlp = net if isinstance(net, RandomMLP) else net[0]
+    batch = () if net is mlp else (len(net),)
     L = mlp.depth
     if factored:
         from .factored import factored_k3_run, factored_k4_run
@@ -174,11 +252,11 @@ def _run(mlp, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
                            tuple(layers) if keep_layers else (), K, variant, True)
     tracking = Tracking.for_estimator(2 if variant == "gaussian" else K,
                                       "basic" if variant == "gaussian" else variant)
-    c = Cumulants.standard_gaussian(mlp.input_dim, tracking)
+    c = Cumulants.standard_gaussian(mlp.input_dim, tracking, batch[0] if batch else None)
     flops = 0
     layers = []
     for layer in range(stop):
-        W, b = mlp.affine(layer)
+        W, b = _affine(net, layer)
         c, f = linear_step(c, W, b, tracking, mean_only=(upto is None and layer == L),
                            coherent_only=coherent_only)
         flops += f
@@ -203,12 +281,15 @@ def _run(mlp, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
             layers.append(c)
     _check_estimate(c.mean, stop, L)
     return Propagation(c.mean.copy(), int(flops), time.perf_counter() - t0, tuple(layers), K,
-                       variant, False)
+                       variant, False, batch)
 
 
 def _check_estimate(estimate, stop: int, L: int) -> None:
     if not np.isfinite(estimate).all():
         where = "output layer" if stop == L + 1 else f"layer {stop}"
+        which = ""
+        if estimate.ndim > 1:
+            which = f" of network {int(np.flatnonzero(~np.isfinite(estimate).all(axis=1))[0])}"
         raise FloatingPointError(
-            f"the estimated mean of the {where} pre-activations overflows float64: the "
+            f"the estimated mean of the {where} pre-activations{which} overflows float64: the "
             "weights or biases are too large")

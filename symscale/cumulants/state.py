@@ -130,29 +130,52 @@ class Cumulants:
 
     @property
     def n(self) -> int:
-        return self.mean.shape[0]
+        return self.mean.shape[-1]
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        """``()`` for one network, ``(B,)`` for a stack of ``B`` networks (a leading axis on
+        every array)."""
+        return self.mean.shape[:-1]
 
     @classmethod
-    def standard_gaussian(cls, n: int, tracking: Tracking) -> "Cumulants":
-        """Cumulants of :math:`\\mathcal N(0, I_n)` under ``tracking``."""
+    def standard_gaussian(cls, n: int, tracking: Tracking, batch: int | None = None
+                          ) -> "Cumulants":
+        """Cumulants of :math:`\\mathcal N(0, I_n)` under ``tracking`` (``batch`` copies on a
+        leading axis when given)."""
         n = check_int(n, "n", low=1)
         if not isinstance(tracking, Tracking):
             raise TypeError(f"tracking must be a Tracking, got {type(tracking).__name__}")
-        c = cls(np.zeros(n))
+        lead = () if batch is None else (check_int(batch, "batch", low=1),)
+        c = cls(np.zeros(lead + (n,)))
         for d in tracking.full:
             if d == 2:
-                c.full[2] = np.eye(n)
+                c.full[2] = np.broadcast_to(np.eye(n), lead + (n, n)).copy()
             elif d > 2:
-                c.full[d] = np.zeros((n,) * d)
+                c.full[d] = np.zeros(lead + (n,) * d)
         for d, pats in tracking.slices:
-            c.slices[d] = {p: (np.ones((n,) * len(p)) if p == (2,) else
-                               np.zeros((n,) * len(p))) for p in pats}
+            c.slices[d] = {p: np.full(lead + (n,) * len(p), 1.0 if p == (2,) else 0.0)
+                           for p in pats}
         return c
+
+    def network(self, b: int) -> "Cumulants":
+        """The cumulants of network ``b`` of a stack (views, no copy).
+
+        >>> c = Cumulants.standard_gaussian(3, Tracking.for_estimator(2), batch=4)
+        >>> c.batch, c.network(1).batch, c.network(1).full[2].shape
+        ((4,), (), (3, 3))
+        """
+        if not self.batch:
+            raise ValueError("network(b) needs the cumulants of a stack of networks; these "
+                             "are of one network")
+        b = check_int(b, "b", low=0, high=self.batch[0] - 1)
+        return Cumulants(self.mean[b], {d: a[b] for d, a in self.full.items()},
+                         {d: {p: a[b] for p, a in s.items()} for d, s in self.slices.items()})
 
     def variances(self) -> np.ndarray:
         """Diagonal of the covariance."""
         if 2 in self.full:
-            return np.diagonal(self.full[2]).copy()
+            return np.diagonal(self.full[2], axis1=-2, axis2=-1).copy()
         return self.slices[2][(2,)].copy()
 
     def pattern(self, order: int, pattern: tuple[int, ...]) -> np.ndarray:
@@ -161,17 +184,21 @@ class Cumulants:
             return self.mean
         if order in self.full:
             spec = "".join(_LETTERS[j] * g for j, g in enumerate(pattern))
-            return np.einsum(f"{spec}->{_LETTERS[:len(pattern)]}", self.full[order])
+            return np.einsum(f"...{spec}->...{_LETTERS[:len(pattern)]}", self.full[order])
         return self.slices[order][pattern]
 
     def block(self, v: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
-        """The cumulant entry of a diagram block ``v`` as ``(array, slots)``, axes in slot order."""
+        """The cumulant entry of a diagram block ``v`` as ``(array, slots)``, neuron axes in
+        slot order (after the batch axis of a stack)."""
         support = [j for j, x in enumerate(v) if x]
         order = sum(v)
         by_mult = sorted(support, key=lambda j: -v[j])  # stable: pattern axis order
         arr = self.pattern(order, block_pattern(v))
         perm = [by_mult.index(j) for j in support]
-        return (arr if perm == sorted(perm) else arr.transpose(perm)), tuple(support)
+        if perm == sorted(perm):
+            return arr, tuple(support)
+        lead = arr.ndim - len(perm)
+        return arr.transpose([*range(lead), *(lead + p for p in perm)]), tuple(support)
 
     def nbytes(self) -> int:
         total = self.mean.nbytes + sum(a.nbytes for a in self.full.values())
@@ -209,7 +236,7 @@ def _placements(pattern: tuple[int, ...]):
 
 @lru_cache(maxsize=None)
 def _slice_specs(in_pattern: tuple[int, ...], out_pattern: tuple[int, ...],
-                 coherent_only: bool = False) -> tuple[str, ...]:
+                 coherent_only: bool = False, batched: bool = False) -> tuple[str, ...]:
     r"""One einsum per placement: ``slice, W, W, ... -> out`` (out axes = output groups).
 
     ``coherent_only`` drops the placements of an *even* pattern (all multiplicities even, e.g.
@@ -218,7 +245,9 @@ def _slice_specs(in_pattern: tuple[int, ...], out_pattern: tuple[int, ...],
     squared weights, coherently; the dropped ones sum weights of random sign and are smaller by
     a factor :math:`n^{-1/2}` or more, while being the only ones that cost :math:`O(n^4)` for
     the :math:`(2,2)` pattern. Odd patterns have entries of random sign: all placements stay.
+    ``batched`` puts a leading ``...`` (the stack axis) on every operand.
     """
+    lead = "..." if batched else ""
     d = sum(out_pattern)
     out_owner = [g for g, size in enumerate(out_pattern) for _ in range(size)]
     out_letters = _LETTERS[: len(out_pattern)]
@@ -233,21 +262,20 @@ def _slice_specs(in_pattern: tuple[int, ...], out_pattern: tuple[int, ...],
                 sum(1 for pos in block if out_owner[pos] == g) % 2
                 for block in place for g in range(len(out_pattern))):
             continue
-        ws = [out_letters[out_owner[s]] + in_letters[owner[s]] for s in range(d)]
-        specs.append(",".join([in_letters] + ws) + "->" + out_letters)
+        ws = [lead + out_letters[out_owner[s]] + in_letters[owner[s]] for s in range(d)]
+        specs.append(",".join([lead + in_letters] + ws) + "->" + lead + out_letters)
     return tuple(specs)
 
 
-def _mask_coincident(arr: np.ndarray) -> np.ndarray:
-    """Zero the entries where two axes take the same neuron (they belong to coarser patterns)."""
-    m = arr.ndim
-    if m < 2:
+def _mask_coincident(arr: np.ndarray, lead: int = 0) -> np.ndarray:
+    """Zero the entries where two neuron axes (those after the first ``lead``) take the same
+    neuron (they belong to coarser patterns)."""
+    if arr.ndim - lead < 2:
         return arr
-    n = arr.shape[0]
     out = arr.copy()
-    idx = np.arange(n)
-    for a, b in itertools.combinations(range(m), 2):
-        sl = [slice(None)] * m
+    idx = np.arange(arr.shape[-1])
+    for a, b in itertools.combinations(range(lead, arr.ndim), 2):
+        sl = [slice(None)] * arr.ndim
         sl[a] = idx
         sl[b] = idx
         # advanced indexing on two axes selects the a == b diagonal (moved to the front)
@@ -261,40 +289,51 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
 
     ``coherent_only=True`` drops the placements of even patterns that are higher order in
     :math:`1/\sqrt n` (see ``_slice_specs``), which keeps the :math:`\kappa_4` slices at
-    :math:`O(n^3)`.
+    :math:`O(n^3)`. For a stack of networks (``c.batch == (B,)``) ``W`` is ``(B, n_out, n)``
+    and ``b`` ``(B, n_out)``: one batched product per leg.
 
     Returns
     -------
     (Cumulants, int)
-        The new cumulants and the FLOPs spent.
+        The new cumulants and the FLOPs spent (all networks of a stack together).
     """
     if not isinstance(c, Cumulants):
         raise TypeError(f"c must be a Cumulants, got {type(c).__name__}")
     W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[1] != c.n:
-        raise ValueError(f"W must have shape (n_out, {c.n}) to act on c, got {W.shape}")
-    if b is not None and np.shape(b) != (W.shape[0],):
-        raise ValueError(f"b must have shape ({W.shape[0]},) like W's rows, got {np.shape(b)}")
-    flops = 2 * W.shape[0] * W.shape[1]
-    mean = W @ c.mean
+    lead = len(c.batch)
+    if W.ndim != 2 + lead or W.shape[-1] != c.n or W.shape[:lead] != c.batch:
+        want = ", ".join(map(str, c.batch + ("n_out", c.n)))
+        raise ValueError(f"W must have shape ({want}) to act on c, got {W.shape}")
+    n_out = W.shape[-2]
+    if b is not None and np.shape(b) != c.batch + (n_out,):
+        raise ValueError(f"b must have shape {c.batch + (n_out,)} like W's rows, got "
+                         f"{np.shape(b)}")
+    flops = 2 * W.size
+    mean = W @ c.mean if not lead else np.matmul(W, c.mean[..., None])[..., 0]
     if b is not None:
         mean = mean + b
-        flops += W.shape[0]
+        flops += mean.size
     out = Cumulants(mean)
     if mean_only:
         return out, flops
+    Wt = W.swapaxes(-1, -2) if lead else None
     for d, T in c.full.items():
         for _ in range(d):
-            flops += 2 * W.shape[0] * T.size
-            T = np.tensordot(T, W, axes=([0], [1]))
+            flops += 2 * n_out * T.size
+            if lead:  # contract the first neuron axis, append the new one (as tensordot)
+                B, rest = T.shape[0], T.shape[2:]
+                T = np.matmul(T.reshape(B, T.shape[1], -1).swapaxes(1, 2), Wt)
+                T = T.reshape(B, *rest, n_out)
+            else:
+                T = np.tensordot(T, W, axes=([0], [1]))
         out.full[d] = T
     for d, pats in c.slices.items():
-        masked = {p: _mask_coincident(a) for p, a in pats.items()}
+        masked = {p: _mask_coincident(a, lead) for p, a in pats.items()}
         out.slices[d] = {}
         for q in tracking.slice_map[d]:
-            acc = np.zeros((W.shape[0],) * len(q))
+            acc = np.zeros(c.batch + (n_out,) * len(q))
             for p, arr in masked.items():
-                for spec in _slice_specs(p, q, coherent_only):
+                for spec in _slice_specs(p, q, coherent_only, lead > 0):
                     ops = (arr,) + (W,) * d
                     flops += einsum_flops(spec, *ops)
                     acc += np.einsum(spec, *ops, optimize="greedy")

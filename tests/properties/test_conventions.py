@@ -169,7 +169,7 @@ RECIPES = {
 
 # functions with a seed that take their seed from the ones above (plural seeds, helpers)
 NOT_A_SEED_ARGUMENT = {"sweep", "compare", "emergence_sweep", "seeded_rng", "check_seed",
-                       "check_random_state", "seed_sequence", "seed_int"}
+                       "check_random_state", "seed_sequence", "seed_int", "seed_batches"}
 
 
 def _digest(obj):
