@@ -28,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._deprecation import renamed_arguments
+from ..arrays import device_of, namespace, to_numpy
 from ..activations import as_activation
 # the cached cores, for arguments that are valid by construction (the layer loop)
 from .diagrams import _diagrams, _int_tuple
@@ -85,8 +86,19 @@ def _sum_of_products(terms, n: int, m: int, batch: tuple = ()) -> np.ndarray:
     """``sum_t coef_t * prod_parts arr`` over ``m`` neuron axes (after the ``batch`` axes),
     each ``(array, slots)`` part broadcast on its slots (sorted); ``coef=None`` means no scalar
     factor."""
-    out = np.zeros(batch + (n,) * m)
     everything = tuple(range(m))
+    first = next((arr for _, parts in terms for arr, _ in parts), None)
+    if first is not None and not isinstance(first, np.ndarray):
+        # torch, jax: one pass per term (a device runs each product in parallel already)
+        out = None
+        for coef, parts in terms:
+            term = coef
+            for arr, slots in parts:
+                a = _on_axes(arr, slots, everything)
+                term = a if term is None else term * a
+            out = term if out is None else out + term
+        return out
+    out = np.zeros(batch + (n,) * m)
     lead = (slice(None),) * len(batch)
 
     def work(block):
@@ -158,7 +170,7 @@ def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
             full.append((arr, slots))
         elif slots in merged:
             merged[slots] = merged[slots] * arr
-            flops += arr.size
+            flops += _numel(arr)
         else:
             merged[slots] = arr
     multi = {s: a for s, a in merged.items() if len(s) > 1}
@@ -170,7 +182,7 @@ def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
         if hosts:
             h = min(hosts, key=len)
             multi[h] = multi[h] * _on_axes(vec, slots, h)
-            flops += multi[h].size
+            flops += _numel(multi[h])
         else:
             loose.append((vec, slots))
     if len(loose) > 1:
@@ -178,17 +190,22 @@ def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
             vec, slots = loose.pop()
             multi[slots] = vec
         ls = tuple(sorted(s[0] for _, s in loose))
-        outer = np.ones((1,) * len(ls))
+        outer = None
         for vec, s in loose:
-            outer = outer * _on_axes(vec, s, ls)
-        flops += outer.size * len(loose)
+            a = _on_axes(vec, s, ls)
+            outer = a if outer is None else outer * a
+        flops += _numel(outer) * len(loose)
         multi[ls] = outer
     elif loose:
         multi[loose[0][1]] = loose[0][0]
-    parts = sorted([(a, s) for s, a in multi.items()] + full, key=lambda p: p[0].size)
-    flops += parts[0][0].size
+    parts = sorted([(a, s) for s, a in multi.items()] + full, key=lambda p: _numel(p[0]))
+    flops += _numel(parts[0][0])
     parts[0] = (coef * parts[0][0], parts[0][1])
     return parts, flops
+
+
+def _numel(a) -> int:
+    return math.prod(a.shape)
 
 
 def _pattern_value(z, w, pattern, tracking, cache):
@@ -213,16 +230,24 @@ def _assemble_full(values: dict, d: int, n: int, batch: tuple = ()) -> np.ndarra
     """Write pattern values into a full symmetric tensor, finest pattern first."""
     from .state import _placements
 
-    full = np.empty(batch + (n,) * d)
+    some = next(iter(values.values()))
+    xp = namespace(some)
+    full = np.empty(batch + (n,) * d) if xp is np else xp.empty(
+        batch + (n,) * d, dtype=some.dtype, device=device_of(some))
     for pattern in sorted(values, key=lambda p: -len(p)):
         val = values[pattern]
         grids = np.indices((n,) * len(pattern), sparse=True)
+        if xp is not np:
+            grids = [xp.asarray(g, device=device_of(some)) for g in grids]
         for place in _placements(pattern):
             index = [None] * d
             for axis, block in enumerate(place):
                 for pos in block:
                     index[pos] = grids[axis]
-            full[(Ellipsis, *index)] = val
+            if hasattr(full, "at"):  # jax arrays are immutable
+                full = full.at[(Ellipsis, *index)].set(val)
+            else:
+                full[(Ellipsis, *index)] = val
     return full
 
 
@@ -253,7 +278,10 @@ def _check_cumulants(z: Cumulants, layer=None, positive: bool = True) -> np.ndar
     arrays += [(f"order-{d} cumulant slice {p}", a) for d, s in z.slices.items()
                for p, a in s.items()]
     for what, a in arrays:
-        if not np.isfinite(a).all():
+        finite = (np.isfinite(a).all() if isinstance(a, np.ndarray) else
+                  bool(namespace(a).all(namespace(a).isfinite(a))))
+        if not finite:
+            a = to_numpy(a)  # the error path: the message is composed on the host
             if z.batch:  # a stack: name the first network that left float64
                 bad = ~np.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
                 what += f" of network {int(np.flatnonzero(bad)[0])}"
@@ -262,6 +290,8 @@ def _check_cumulants(z: Cumulants, layer=None, positive: bool = True) -> np.ndar
                 f"({int(np.sum(~np.isfinite(a)))} of {a.size} entries): the weights or biases "
                 "are too large for float64 at this order; rescale them or use a lower K")
     var = z.variances()
+    if not isinstance(var, np.ndarray):
+        var = to_numpy(var)  # O(n): the checks and the Wick table run on the host
     if positive and np.any(var <= 0):
         bad, where = _smallest(var)
         why = ("a neuron with no random input (zero incoming weights) or a variance that "
@@ -323,22 +353,27 @@ def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=N
     mean = z.mean
     if bias_shift is not None:
         mean = mean + bias_shift
-        if not np.all(np.isfinite(mean)):
-            raise FloatingPointError(f"the pre-activation mean{_where(layer)} plus bias_shift "
-                                     "overflows float64")
+    host = mean if isinstance(mean, np.ndarray) else to_numpy(mean)
+    if bias_shift is not None and not np.all(np.isfinite(host)):
+        raise FloatingPointError(f"the pre-activation mean{_where(layer)} plus bias_shift "
+                                 "overflows float64")
     k_max, p_max = required_orders(tracking)
     try:
-        w = wick_table(activation, mean.reshape(-1), var.reshape(-1), k_max, p_max)
-        w = w.reshape(w.shape[:2] + mean.shape)  # a stack's networks share one table call
+        w = wick_table(activation, host.reshape(-1), var.reshape(-1), k_max, p_max)
+        w = w.reshape(w.shape[:2] + host.shape)  # a stack's networks share one table call
     except FloatingPointError as exc:
         raise FloatingPointError(
             f"{exc}{_where(layer)}: the pre-activations are too large (or their variances too "
             "small) for float64 at this order; rescale the weights or biases, or use a lower "
             "K") from None
     flops = w.size * 20  # table of truncated Gaussian moments: a few tens of FLOPs per entry
+    xp = namespace(mean)
+    if xp is not np:  # the table is O(n) per layer: computed on the host, used on the device
+        w = xp.asarray(w, dtype=mean.dtype, device=device_of(mean))
     z_eff = z if bias_shift is None else Cumulants(mean, z.full, z.slices)
     cache: dict = {}
-    out = Cumulants(np.zeros(z.batch + (z.n,)))
+    out = Cumulants(np.zeros(host.shape) if xp is np else xp.zeros(mean.shape, dtype=mean.dtype,
+                                                           device=device_of(mean)))
     n = z.n
     for d in range(1, 2 if mean_only else tracking.max_order + 1):
         pats = tracking.patterns(d)

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import backend as make_backend
+from ..arrays import to_numpy
 from ..validation import check_bool, check_choice, check_int
 from .network import RandomMLP, _check_mlp
 from .nonlinear import _check_cumulants, nonlinear_step
@@ -102,7 +104,8 @@ def _check_estimator(K, variant, factored):
 
 def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *,
               keep_layers: bool = True, upto: int | None = None,
-              coherent_only: bool | None = None) -> Propagation:
+              coherent_only: bool | None = None, backend="numpy", device=None,
+              dtype="float64") -> Propagation:
     """Estimate the mean output of ``mlp`` for standard Gaussian input by cumulant propagation.
 
     Parameters
@@ -127,6 +130,15 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         :func:`~symscale.cumulants.state.linear_step`). Default: ``True`` for the augmented
         variant (it keeps its cost at the order of the basic one), ``False`` otherwise; the
         factored estimator always does.
+    backend, device :
+        Where the tensor work runs (see :func:`symscale.arrays.backend`): numpy, torch or jax
+        on any device; the Wick tables (O(n) per layer) and the exact-Gaussian step of
+        ``variant="gaussian"`` are computed on the host. Results agree with numpy to
+        round-off and come back as numpy arrays (``estimate`` and ``layers``). The factored
+        estimators run on numpy only.
+    dtype : {"float64"}
+        Cumulants of order 3 and 4 are differences of large moments: propagate runs in
+        float64 (float32 is refused until its error bound is derived).
 
     Returns
     -------
@@ -168,6 +180,14 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     mlp = stack[0] if stack is not None else mlp
     _check_mlp(mlp)
     _check_estimator(K, variant, factored)
+    bk = make_backend(backend, device, dtype)
+    if bk.dtype_name != "float64":
+        raise ValueError(f"dtype={dtype!r}: propagate runs in float64 (cumulants of order 3 "
+                         "and 4 cancel large moments; no float32 error bound is derived)")
+    if factored and bk.name != "numpy":
+        raise ValueError(f"backend={bk.name!r}: the factored estimators run on numpy only; "
+                         "use factored=False (the dense K = 3, 4 run on every backend)")
+    bk = None if bk.name == "numpy" else bk
     K = int(K)
     keep_layers = check_bool(keep_layers, "keep_layers")
     L = mlp.depth
@@ -184,7 +204,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         if stack is not None and factored:
             return _run_each(stack, K, variant, keep_layers, upto, stop, coherent_only, t0)
         return _run(stack or mlp, K, variant, factored, keep_layers, upto, stop, coherent_only,
-                    t0)
+                    t0, bk)
 
 
 def _as_stack(mlp):
@@ -238,7 +258,7 @@ def _stack_cumulants(cs):
                       for d, s in cs[0].slices.items()})
 
 
-def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
+def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0, bk=None):
     mlp = net if isinstance(net, RandomMLP) else net[0]
     batch = () if net is mlp else (len(net),)
     L = mlp.depth
@@ -253,22 +273,27 @@ def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
     tracking = Tracking.for_estimator(2 if variant == "gaussian" else K,
                                       "basic" if variant == "gaussian" else variant)
     c = Cumulants.standard_gaussian(mlp.input_dim, tracking, batch[0] if batch else None)
+    move = (lambda a: a) if bk is None else bk.asarray
+    host = (lambda a: a) if bk is None else to_numpy
+    c = c.map(move)
     flops = 0
     layers = []
     for layer in range(stop):
         W, b = _affine(net, layer)
+        W, b = move(W), (None if b is None else move(b))
         c, f = linear_step(c, W, b, tracking, mean_only=(upto is None and layer == L),
                            coherent_only=coherent_only)
         flops += f
         if layer == stop - 1:
             break
         if keep_layers:
-            layers.append(c)
+            layers.append(c.map(host))
         act = mlp.activations[layer]
         if variant == "gaussian":
             from .gaussian_step import gaussian_step
 
-            c, f = gaussian_step(c, act, layer + 1)
+            c, f = gaussian_step(c.map(host), act, layer + 1)
+            c = c.map(move)
         else:
             # before a mean-only output step only the mean of the activations is needed
             c, f = nonlinear_step(c, act, tracking, mean_only=(upto is None and layer == L - 1),
@@ -278,9 +303,10 @@ def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0):
         # the caller reads these cumulants (tails): they must be usable, not only the mean
         _check_cumulants(c, upto, positive=False)
         if keep_layers:
-            layers.append(c)
-    _check_estimate(c.mean, stop, L)
-    return Propagation(c.mean.copy(), int(flops), time.perf_counter() - t0, tuple(layers), K,
+            layers.append(c.map(host))
+    estimate = to_numpy(c.mean)
+    _check_estimate(estimate, stop, L)
+    return Propagation(estimate, int(flops), time.perf_counter() - t0, tuple(layers), K,
                        variant, False, batch)
 
 

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..arrays import backend as make_backend
 from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
 from ..validation import check_bool, check_choice, check_int, seed_int
 from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
@@ -32,11 +33,12 @@ _SAVE_EVERY_SECONDS = 10.0
 # ground truth: seeded batches, dask, disk cache
 
 
-def _batch_stats(mlp: RandomMLP, seed: int, index: int, size: int):
-    """(count, mean, M2) of batch ``index``; its inputs depend only on (seed, index)."""
+def _batch_stats(mlp: RandomMLP, seed: int, index: int, size: int, bk=None):
+    """(count, mean, M2) of batch ``index`` (forward passes on backend ``bk``, default numpy
+    float64); its inputs depend only on (seed, index)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
     x = rng.standard_normal((size, mlp.input_dim))
-    return _checked_summary(mlp, x)
+    return _checked_summary(mlp, x, bk)
 
 
 class _Fold:
@@ -89,7 +91,8 @@ class _Fold:
 
 
 def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=None,
-                 client=None, progress=True, bad_cache="recompute") -> MonteCarloResult:
+                 client=None, progress=True, bad_cache="recompute", backend="numpy",
+                 device=None, dtype="float64") -> MonteCarloResult:
     """Reference Monte Carlo estimate of E[M(X)]: seeded batches, optional dask and disk cache.
 
     Batch ``b`` (of ``ceil(n_samples / batch)``) draws its inputs from
@@ -120,6 +123,9 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         checksum) or written for another run: ``"recompute"`` warns with
         :class:`GroundTruthCacheWarning` naming the file and recomputes (the file is replaced at
         the next checkpoint); ``"raise"`` raises :class:`GroundTruthCacheError` naming it.
+    backend, device, dtype :
+        Where the forward passes run, as in :func:`~symscale.cumulants.monte_carlo` (the same
+        inputs on every backend; a run off numpy float64 is cached under its own key).
 
     Raises
     ------
@@ -146,6 +152,8 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     seed = seed_int(seed)  # part of the cache key: a Generator or SeedSequence gives an int
     progress = check_bool(progress, "progress")
     bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
+    bk = make_backend(backend, device, dtype)
+    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)
@@ -155,6 +163,8 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         directory = _cache_directory(cache_dir)
         _remove_orphans(directory)
         run = _run_identity(mlp, n_samples, batch, seed)
+        if bk is not None:  # round-off differs: not the numpy float64 run's file
+            run += f" backend={bk.name} dtype={bk.dtype_name}"
         key = _run_key(run)
         path = _cache_path(directory, key)
         saved = _load_cache(path, key, run, mlp.output_dim, sizes, bad_cache)
@@ -164,7 +174,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         fold = _Fold(mlp.output_dim)
     todo = [b for b in range(n_batches) if b not in fold.done()]
     if not todo:
-        return _result(mlp, fold.state, fold.seconds)
+        return _result(mlp, fold.state, fold.seconds, bk)
 
     last_save, unsaved = time.monotonic(), 0
     start = time.perf_counter()
@@ -190,26 +200,26 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         try:
             if client is None:
                 for b in todo:
-                    record(b, _batch_stats(mlp, seed, b, sizes[b]))
+                    record(b, _batch_stats(mlp, seed, b, sizes[b], bk))
             else:
-                _run_dask(client, mlp, seed, todo, sizes, record)
+                _run_dask(client, mlp, seed, todo, sizes, record, bk)
         finally:
             # also on interruption: what was computed is kept for the resume
             if path is not None and unsaved:
                 checkpoint()
     if path is None:  # otherwise the last checkpoint set it, and the cache holds the same value
         fold.seconds = base_seconds + time.perf_counter() - start
-    return _result(mlp, fold.state, fold.seconds)
+    return _result(mlp, fold.state, fold.seconds, bk)
 
 
-def _run_dask(client, mlp, seed, todo: Sequence[int], sizes, record) -> None:
+def _run_dask(client, mlp, seed, todo: Sequence[int], sizes, record, bk=None) -> None:
     """Submit the batches in ``todo`` to ``client`` and ``record`` them as they complete."""
     from dask.distributed import as_completed
 
     # hash=False: a fresh key, so releasing an earlier scatter of the same network cannot race
     remote = client.scatter(mlp, broadcast=True, hash=False)
     futures = client.map(_batch_stats, [remote] * len(todo), [seed] * len(todo), list(todo),
-                         [sizes[b] for b in todo], pure=False)
+                         [sizes[b] for b in todo], [bk] * len(todo), pure=False)
     index = {f.key: b for f, b in zip(futures, todo)}
     try:
         for fut in as_completed(futures):

@@ -27,11 +27,13 @@ True
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
+from ..arrays import device_of, namespace
 from ..validation import check_choice, check_int
 from .diagrams import _set_partitions, block_pattern, integer_partitions
 
@@ -172,11 +174,33 @@ class Cumulants:
         return Cumulants(self.mean[b], {d: a[b] for d, a in self.full.items()},
                          {d: {p: a[b] for p, a in s.items()} for d, s in self.slices.items()})
 
+    def arrays(self):
+        """Every tracked array (mean, full tensors, slices), in a fixed order."""
+        yield self.mean
+        yield from self.full.values()
+        for s in self.slices.values():
+            yield from s.values()
+
+    def map(self, fn) -> "Cumulants":
+        """The same cumulants with ``fn`` applied to every array (e.g. a move to a backend).
+
+        >>> c = Cumulants.standard_gaussian(2, Tracking.for_estimator(2))
+        >>> c.map(lambda a: 2 * a).full[2]
+        array([[2., 0.],
+               [0., 2.]])
+        """
+        return Cumulants(fn(self.mean), {d: fn(a) for d, a in self.full.items()},
+                         {d: {p: fn(a) for p, a in s.items()} for d, s in self.slices.items()})
+
     def variances(self) -> np.ndarray:
         """Diagonal of the covariance."""
         if 2 in self.full:
-            return np.diagonal(self.full[2], axis1=-2, axis2=-1).copy()
-        return self.slices[2][(2,)].copy()
+            S = self.full[2]
+            if isinstance(S, np.ndarray):
+                return np.diagonal(S, axis1=-2, axis2=-1).copy()
+            return namespace(S).linalg.diagonal(S) * 1.0  # a new array, not a view
+        v = self.slices[2][(2,)]
+        return v.copy() if isinstance(v, np.ndarray) else v * 1.0
 
     def pattern(self, order: int, pattern: tuple[int, ...]) -> np.ndarray:
         """The slice of ``order`` at ``pattern``: one axis per distinct neuron."""
@@ -184,7 +208,8 @@ class Cumulants:
             return self.mean
         if order in self.full:
             spec = "".join(_LETTERS[j] * g for j, g in enumerate(pattern))
-            return np.einsum(f"...{spec}->...{_LETTERS[:len(pattern)]}", self.full[order])
+            T = self.full[order]
+            return namespace(T).einsum(f"...{spec}->...{_LETTERS[:len(pattern)]}", T)
         return self.slices[order][pattern]
 
     def block(self, v: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -198,7 +223,10 @@ class Cumulants:
         if perm == sorted(perm):
             return arr, tuple(support)
         lead = arr.ndim - len(perm)
-        return arr.transpose([*range(lead), *(lead + p for p in perm)]), tuple(support)
+        axes = [*range(lead), *(lead + p for p in perm)]
+        if isinstance(arr, np.ndarray):
+            return arr.transpose(axes), tuple(support)
+        return namespace(arr).permute_dims(arr, tuple(axes)), tuple(support)
 
     def nbytes(self) -> int:
         total = self.mean.nbytes + sum(a.nbytes for a in self.full.values())
@@ -207,9 +235,9 @@ class Cumulants:
 
 def einsum_flops(spec: str, *operands) -> int:
     """FLOPs of an ``einsum`` under numpy's greedy path (2 per multiply-add of a contraction)."""
-    key = (spec, tuple(o.shape for o in operands))
-    if key not in _FLOPS:
-        _FLOPS[key] = _einsum_flops(spec, *operands)
+    key = (spec, tuple(tuple(o.shape) for o in operands))
+    if key not in _FLOPS:  # only the shapes matter: zero-copy numpy stand-ins for any library
+        _FLOPS[key] = _einsum_flops(spec, *(np.broadcast_to(0.0, k) for k in key[1]))
     return _FLOPS[key]
 
 
@@ -272,6 +300,9 @@ def _mask_coincident(arr: np.ndarray, lead: int = 0) -> np.ndarray:
     neuron (they belong to coarser patterns)."""
     if arr.ndim - lead < 2:
         return arr
+    if not isinstance(arr, np.ndarray):  # immutable arrays (jax): multiply by the mask
+        mask = _mask_coincident(np.ones(arr.shape[lead:]))
+        return arr * namespace(arr).asarray(mask, dtype=arr.dtype, device=device_of(arr))
     out = arr.copy()
     idx = np.arange(arr.shape[-1])
     for a, b in itertools.combinations(range(lead, arr.ndim), 2):
@@ -299,43 +330,50 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
     """
     if not isinstance(c, Cumulants):
         raise TypeError(f"c must be a Cumulants, got {type(c).__name__}")
-    W = np.asarray(W, dtype=np.float64)
+    xp = namespace(c.mean)
+    if xp is np:
+        W = np.asarray(W, dtype=np.float64)
     lead = len(c.batch)
     if W.ndim != 2 + lead or W.shape[-1] != c.n or W.shape[:lead] != c.batch:
         want = ", ".join(map(str, c.batch + ("n_out", c.n)))
         raise ValueError(f"W must have shape ({want}) to act on c, got {W.shape}")
     n_out = W.shape[-2]
-    if b is not None and np.shape(b) != c.batch + (n_out,):
+    if b is not None and tuple(np.shape(b)) != c.batch + (n_out,):
         raise ValueError(f"b must have shape {c.batch + (n_out,)} like W's rows, got "
-                         f"{np.shape(b)}")
-    flops = 2 * W.size
-    mean = W @ c.mean if not lead else np.matmul(W, c.mean[..., None])[..., 0]
+                         f"{tuple(np.shape(b))}")
+    flops = 2 * math.prod(W.shape)
+    mean = W @ c.mean if not lead else xp.matmul(W, c.mean[..., None])[..., 0]
     if b is not None:
         mean = mean + b
-        flops += mean.size
+        flops += math.prod(mean.shape)
     out = Cumulants(mean)
     if mean_only:
         return out, flops
     Wt = W.swapaxes(-1, -2) if lead else None
     for d, T in c.full.items():
         for _ in range(d):
-            flops += 2 * n_out * T.size
+            flops += 2 * n_out * math.prod(T.shape)
             if lead:  # contract the first neuron axis, append the new one (as tensordot)
-                B, rest = T.shape[0], T.shape[2:]
-                T = np.matmul(T.reshape(B, T.shape[1], -1).swapaxes(1, 2), Wt)
+                B, rest = T.shape[0], tuple(T.shape[2:])
+                T = xp.matmul(T.reshape(B, T.shape[1], -1).swapaxes(1, 2), Wt)
                 T = T.reshape(B, *rest, n_out)
             else:
-                T = np.tensordot(T, W, axes=([0], [1]))
+                T = xp.tensordot(T, W, axes=([0], [1]))
         out.full[d] = T
     for d, pats in c.slices.items():
         masked = {p: _mask_coincident(a, lead) for p, a in pats.items()}
         out.slices[d] = {}
         for q in tracking.slice_map[d]:
-            acc = np.zeros(c.batch + (n_out,) * len(q))
+            shape = c.batch + (n_out,) * len(q)
+            acc = np.zeros(shape) if xp is np else xp.zeros(shape, dtype=W.dtype,
+                                                            device=device_of(W))
             for p, arr in masked.items():
                 for spec in _slice_specs(p, q, coherent_only, lead > 0):
                     ops = (arr,) + (W,) * d
                     flops += einsum_flops(spec, *ops)
-                    acc += np.einsum(spec, *ops, optimize="greedy")
+                    if xp is np:
+                        acc += np.einsum(spec, *ops, optimize="greedy")
+                    else:  # torch and jax choose the contraction order with opt_einsum
+                        acc = acc + xp.einsum(spec, *ops)
             out.slices[d][q] = acc
     return out, flops

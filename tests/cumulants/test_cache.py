@@ -53,9 +53,9 @@ def cached(tmp_path):
 def _counting(monkeypatch):
     real, calls = mod._batch_stats, []
 
-    def wrapped(mlp, seed, index, size):
+    def wrapped(mlp, seed, index, size, bk=None):
         calls.append(index)
-        return real(mlp, seed, index, size)
+        return real(mlp, seed, index, size, bk)
 
     monkeypatch.setattr(mod, "_batch_stats", wrapped)
     return calls

@@ -1,0 +1,255 @@
+r"""Array backends: where the heavy numerics run (numpy, torch or jax; CPU or a device).
+
+A :class:`Backend` names an array library, a device and a floating dtype, and carries the
+library's array-API namespace (through ``array-api-compat``), so that one code path serves
+all three. Random draws always come from numpy's generators and are moved to the backend, so a
+seeded run draws the same numbers on every backend and the results agree to round-off in
+float64. numpy is the default and the only required library; torch and jax are optional
+(``pip install torch==2.13.0`` gives the CPU build; ``pip install "jax[cpu]"``).
+
+float32 halves memory and is several times faster on GPUs; functions that accept it report a
+bound on the rounding error it adds (see each function), so the user can see whether it is
+below the statistical error.
+
+jax computes in float32 unless 64-bit mode is on; ``backend("jax")`` (float64) refuses to run
+in float32 silently and asks for ``jax.config.update("jax_enable_x64", True)``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.arrays import backend
+>>> bk = backend("numpy")
+>>> bk.name, bk.dtype_name, bk.eps
+('numpy', 'float64', 2.220446049250313e-16)
+>>> y = bk.activation("relu")(bk.asarray([-1.0, 2.0]))
+>>> bk.to_numpy(y)
+array([0., 2.])
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .validation import check_choice
+
+__all__ = ["Backend", "backend", "BACKEND_NAMES", "DTYPE_NAMES", "to_numpy", "namespace",
+           "device_of"]
+
+BACKEND_NAMES = ("numpy", "torch", "jax")
+DTYPE_NAMES = ("float64", "float32")
+
+_INSTALL = {"torch": 'pip install torch==2.13.0 (the CPU build; see the installation docs for '
+                     'CUDA)', "jax": 'pip install "jax[cpu]"'}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """An array library, device and dtype; build one with :func:`backend`.
+
+    Attributes
+    ----------
+    name : {"numpy", "torch", "jax"}
+    device : object
+        The library's device (None for numpy).
+    dtype_name : {"float64", "float32"}
+    xp : module
+        The array-API namespace of the library (``array_api_compat``).
+    """
+
+    name: str
+    device: object
+    dtype_name: str
+    xp: object = field(repr=False, compare=False)
+
+    def __reduce__(self):
+        # the namespace module does not pickle: rebuild from names (a Dask task's backend)
+        device = None if self.device is None else (
+            str(self.device) if self.name == "torch" else self.device.platform)
+        return backend, (self.name, device, self.dtype_name)
+
+    @property
+    def dtype(self):
+        """The library's dtype object."""
+        return getattr(self.xp, self.dtype_name)
+
+    @property
+    def eps(self) -> float:
+        """Unit roundoff times 2 (machine epsilon) of the dtype."""
+        return float(np.finfo(self.dtype_name).eps)
+
+    def asarray(self, a):
+        """``a`` (array_like, any library) as an array of this backend, dtype and device.
+
+        >>> backend("numpy", dtype="float32").asarray([1, 2]).dtype
+        dtype('float32')
+        """
+        if self.name == "numpy":
+            return np.asarray(a, dtype=self.dtype_name)
+        if self.name == "torch":
+            import torch
+
+            if isinstance(a, torch.Tensor):
+                return a.to(device=self.device, dtype=self.dtype)
+            arr = np.asarray(a, dtype=self.dtype_name)
+            if not arr.flags.writeable:  # torch warns on (and may write to) read-only memory
+                arr = arr.copy()
+            return torch.as_tensor(arr, device=self.device)
+        import jax
+
+        return jax.device_put(np.asarray(a, dtype=self.dtype_name), self.device)
+
+    def to_numpy(self, a) -> np.ndarray:
+        """A float64 numpy copy of a backend array (from any device).
+
+        >>> backend("numpy").to_numpy(np.float32(0.5))
+        array(0.5)
+        """
+        return to_numpy(a)
+
+    def activation(self, activation):
+        """The elementwise function of ``activation`` (a name or Activation) on this
+        backend's arrays: the registry's expression printed for the library (one lambdify
+        table, :mod:`symscale.printing`).
+
+        >>> backend("numpy").activation("tanh")(np.zeros(2))
+        array([0., 0.])
+        """
+        from .activations import as_activation
+
+        act = as_activation(activation)
+        if self.name == "numpy":
+            return act
+        return _lambdified(act.expr, self.name)
+
+
+@functools.lru_cache(maxsize=256)
+def _lambdified(expr, library: str):
+    from .activations import X
+    from .printing import lambdify
+
+    return lambdify(X, expr, library)
+
+
+def to_numpy(a) -> np.ndarray:
+    """A float64 numpy array from a numpy, torch or jax array (any device).
+
+    Examples
+    --------
+    >>> to_numpy([1, 2])
+    array([1., 2.])
+    """
+    if type(a).__module__.startswith("torch"):
+        a = a.detach().cpu().numpy()
+    return np.array(a, dtype=np.float64)
+
+
+def namespace(a):
+    """The array namespace of ``a``: numpy itself for numpy arrays (no wrapper on the
+    reference path), else the library's ``array_api_compat`` namespace.
+
+    Examples
+    --------
+    >>> namespace(np.zeros(2)) is np
+    True
+    """
+    if isinstance(a, (np.ndarray, np.generic)):
+        return np
+    from array_api_compat import array_namespace
+
+    return array_namespace(a)
+
+
+def device_of(a):
+    """The device of a backend array (None for numpy).
+
+    Examples
+    --------
+    >>> device_of(np.zeros(2)) is None
+    True
+    """
+    if isinstance(a, (np.ndarray, np.generic)):
+        return None
+    from array_api_compat import device
+
+    return device(a)
+
+
+def _library(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(f"backend={name!r} needs {name}, which is not installed: "
+                          f"{_INSTALL[name]}") from None
+
+
+def backend(name="numpy", device=None, dtype="float64") -> Backend:
+    """The :class:`Backend` for ``name``, ``device`` and ``dtype`` (a Backend is returned as
+    is when no device or dtype is given).
+
+    Parameters
+    ----------
+    name : {"numpy", "torch", "jax"} or Backend
+    device : str or device, optional
+        numpy: None or "cpu". torch: anything ``torch.device`` accepts ("cpu", "cuda",
+        "cuda:1"). jax: "cpu", "gpu" or "tpu" (the first device of that platform) or a
+        ``jax.Device``. Default: the library's default device.
+    dtype : {"float64", "float32"}
+
+    Raises
+    ------
+    ValueError
+        Unknown backend, dtype or device (the message names the argument), a device that is
+        not present, or jax in 32-bit mode with ``dtype="float64"``.
+    ImportError
+        The library is not installed (the message says how to install it).
+
+    Examples
+    --------
+    >>> backend("numpy", device="cpu")
+    Backend(name='numpy', device=None, dtype_name='float64')
+    >>> backend("cupy")
+    Traceback (most recent call last):
+    ...
+    ValueError: backend must be one of 'numpy', 'torch', 'jax', got 'cupy'
+    """
+    if isinstance(name, Backend):
+        if device is None and dtype == "float64":
+            return name
+        name = name.name
+    check_choice(name, "backend", BACKEND_NAMES)
+    check_choice(dtype, "dtype", DTYPE_NAMES)
+    if name == "numpy":
+        if device not in (None, "cpu"):
+            raise ValueError(f"device must be None or 'cpu' for the numpy backend, got "
+                             f"{device!r}")
+        return Backend("numpy", None, dtype, np)
+    lib = _library(name)
+    from array_api_compat import array_namespace
+
+    if name == "torch":
+        try:
+            dev = lib.device("cpu" if device is None else device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device={device!r} is not a torch device: {exc}") from None
+        if dev.type == "cuda" and not lib.cuda.is_available():
+            raise ValueError(f"device={device!r}: torch sees no CUDA device here")
+        xp = array_namespace(lib.zeros(1))
+        return Backend("torch", dev, dtype, xp)
+    if dtype == "float64" and not lib.config.jax_enable_x64:
+        raise ValueError('dtype="float64" on jax needs 64-bit mode: call '
+                         'jax.config.update("jax_enable_x64", True) first, or pass '
+                         'dtype="float32"')
+    if device is None or isinstance(device, str):
+        try:
+            dev = lib.devices(device)[0] if device is not None else lib.devices()[0]
+        except RuntimeError as exc:
+            raise ValueError(f"device={device!r}: jax has no such platform here ({exc})"
+                             ) from None
+    else:
+        dev = device
+    xp = array_namespace(lib.numpy.zeros(1))
+    return Backend("jax", dev, dtype, xp)
