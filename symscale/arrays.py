@@ -37,7 +37,7 @@ import numpy as np
 from .validation import check_choice
 
 __all__ = ["Backend", "backend", "BACKEND_NAMES", "DTYPE_NAMES", "to_numpy", "namespace",
-           "device_of"]
+           "device_of", "like"]
 
 BACKEND_NAMES = ("numpy", "torch", "jax")
 DTYPE_NAMES = ("float64", "float32")
@@ -176,6 +176,23 @@ def device_of(a):
     from array_api_compat import device
 
     return device(a)
+
+
+def like(a, ref):
+    """``a`` (numpy or array_like) as an array of ``ref``'s library, dtype and device; a
+    read-only numpy array is copied first (torch may write through a shared buffer).
+
+    Examples
+    --------
+    >>> like([1, 2], np.zeros(1, dtype=np.float32)).dtype
+    dtype('float32')
+    """
+    if isinstance(ref, np.ndarray):
+        return np.asarray(a, dtype=ref.dtype)
+    a = np.asarray(a)
+    if not a.flags.writeable:
+        a = a.copy()
+    return namespace(ref).asarray(a, dtype=ref.dtype, device=device_of(ref))
 
 
 def _library(name: str):

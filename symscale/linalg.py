@@ -32,10 +32,12 @@ import math
 
 import numpy as np
 
+from .arrays import device_of, namespace
 from .errors import DomainError
 from .validation import _at, _first, check_array
 
 __all__ = ["PSD_RTOL", "check_psd", "psd_sqrt", "psd_factor", "psd_sqrt_from_eigh", "psd_pinv",
+           "psd_sqrt_of_stack",
            "softmax",
            "row_norms", "safe_rms", "random_psd_point", "check_covariance", "CORRELATION_SLACK"]
 
@@ -101,12 +103,13 @@ def psd_sqrt_from_eigh(w, U, scale=None) -> np.ndarray:
     ``scale`` (one per matrix), if larger than the largest |eigenvalue|, is the magnitude the
     matrix was computed from (a simulated path that shrank): its round-off sets the level.
     """
-    top = np.abs(w).max(axis=-1)
+    xp = namespace(w)  # numpy, or a torch / jax stack (the simulators on a backend)
+    top = xp.max(xp.abs(w), axis=-1)
     if scale is not None:
-        top = np.maximum(top, scale)
-    tol = w.shape[-1] * np.finfo(float).eps * top[..., None]
-    root = np.sqrt(np.where(w > tol, w, 0.0))
-    return (U * root[..., None, :]) @ np.swapaxes(U, -1, -2)
+        top = xp.maximum(top, scale)
+    tol = w.shape[-1] * _EPS * top[..., None]
+    root = xp.sqrt(xp.where(w > tol, w, 0.0))
+    return (U * root[..., None, :]) @ xp.swapaxes(U, -1, -2)
 
 
 def psd_sqrt(M) -> np.ndarray:
@@ -126,8 +129,21 @@ def psd_sqrt(M) -> np.ndarray:
     array([[2., 0.],
            [0., 0.]])
     """
-    M = _stack(M)
-    w, U = np.linalg.eigh((M + np.swapaxes(M, -1, -2)) / 2)
+    return psd_sqrt_of_stack(_stack(M))
+
+
+def psd_sqrt_of_stack(M):
+    """:func:`psd_sqrt` without the validation, for a stack of any backend (numpy, torch,
+    jax) that the caller built.
+
+    Examples
+    --------
+    >>> psd_sqrt_of_stack(np.diag([9.0, 0.0]))
+    array([[3., 0.],
+           [0., 0.]])
+    """
+    xp = namespace(M)
+    w, U = xp.linalg.eigh((M + xp.swapaxes(M, -1, -2)) / 2)
     return psd_sqrt_from_eigh(w, U)
 
 
@@ -180,6 +196,15 @@ def softmax(logits, axis: int = -1, *, causal: bool = False) -> np.ndarray:
     With ``causal`` (square P x P logits, rows the queries), entries above the diagonal are
     masked: position a attends to b <= a only.
     """
+    if not isinstance(logits, np.ndarray) and hasattr(logits, "shape") and \
+            namespace(logits) is not np:  # a device array (run_finite on a backend)
+        xp = namespace(logits)
+        L = logits
+        if causal:
+            upper = np.triu(np.ones(L.shape, dtype=bool), 1)
+            L = xp.where(xp.asarray(upper, device=device_of(L)), -math.inf, L)
+        L = xp.exp(L - xp.max(L, axis=axis, keepdims=True))
+        return L / xp.sum(L, axis=axis, keepdims=True)
     L = np.array(logits, dtype=float)
     if causal:
         L[np.triu_indices(L.shape[0], 1)] = -np.inf

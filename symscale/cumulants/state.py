@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..arrays import device_of, namespace
+from ..arrays import device_of, like, namespace
 from ..validation import check_choice, check_int
 from .diagrams import _set_partitions, block_pattern, integer_partitions
 
@@ -302,7 +302,7 @@ def _mask_coincident(arr: np.ndarray, lead: int = 0) -> np.ndarray:
         return arr
     if not isinstance(arr, np.ndarray):  # immutable arrays (jax): multiply by the mask
         mask = _mask_coincident(np.ones(arr.shape[lead:]))
-        return arr * namespace(arr).asarray(mask, dtype=arr.dtype, device=device_of(arr))
+        return arr * like(mask, arr)
     out = arr.copy()
     idx = np.arange(arr.shape[-1])
     for a, b in itertools.combinations(range(lead, arr.ndim), 2):

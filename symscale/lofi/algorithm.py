@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,8 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..activations import as_activation
+from ..arrays import backend as make_backend
+from ..arrays import like, namespace, to_numpy
 from ..kernels import dual_kernel_numeric
 from ..linalg import safe_rms
 from ..netsor.network import sample_network
@@ -124,7 +127,8 @@ def _dual_eigh(Z, y, k):
     use ``W e`` through a pseudo-inverse, re-orthonormalized against the others.
     """
     n = Z.shape[0]
-    d, U = np.linalg.eigh(Z @ Z.T)
+    dev, host = _movers(Z)  # Z on a device: the n x P products there, the n x n work here
+    d, U = (host(a) for a in namespace(Z).linalg.eigh(Z @ Z.T))
     s = np.sqrt(np.maximum(d, 0.0))
     M = s[:, None] * (U.T @ (y[:, None] * U)) * s[None, :] / n
     vals, E = _by_magnitude(*np.linalg.eigh((M + M.T) / 2))
@@ -132,13 +136,22 @@ def _dual_eigh(Z, y, k):
     small = np.abs(vals_k) <= 1e-8 * np.abs(vals).max(initial=0.0)
     big = ~small
     vecs = np.empty((Z.shape[1], k))
-    vecs[:, big] = Z.T @ (y[:, None] * (U @ (s[:, None] * E[:, big]))) / (n * vals_k[big])
+    vecs[:, big] = host(Z.T @ dev(y[:, None] * (U @ (s[:, None] * E[:, big])))) / (
+        n * vals_k[big])
     vecs[:, big] /= np.linalg.norm(vecs[:, big], axis=0)
     if small.any():
         inv = np.where(s > 1e-8 * s.max(initial=0.0), 1 / np.where(s > 0, s, 1), 0.0)
-        Q = np.linalg.qr(np.column_stack([vecs[:, big], Z.T @ (U * inv) @ E[:, small]]))[0]
+        Q = np.linalg.qr(np.column_stack([vecs[:, big],
+                                          host(Z.T @ dev((U * inv) @ E[:, small]))]))[0]
         vecs[:, small] = Q[:, big.sum():]
     return vals, vecs
+
+
+def _movers(Z):
+    """``(to Z's device, to numpy)``: identities for a numpy ``Z``."""
+    if isinstance(Z, np.ndarray):
+        return (lambda a: a), (lambda a: a)
+    return (lambda a: like(a, Z)), to_numpy
 
 
 def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "auto",
@@ -148,7 +161,9 @@ def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "aut
     Parameters
     ----------
     Z, y : array_like, shapes (n, P) and (n,)
-        Lifted training features and label weights (±1 for LoFi).
+        Lifted training features and label weights (±1 for LoFi). ``Z`` may be a torch or
+        jax array (float64, any device): the products with ``Z`` and the P x P (or n x n)
+        eigenproblem run there, the small matrices on the host; the result is numpy.
     k : int
         Number of kept directions, ``1 <= k <= P``.
     first_moment : bool
@@ -177,7 +192,7 @@ def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "aut
     >>> np.allclose(a.eigenvalues, b.eigenvalues), np.allclose(a.features, b.features)
     (True, True)
     """
-    Z = ro._matrix(Z, "Z")
+    Z = ro._matrix(Z, "Z") if isinstance(Z, np.ndarray) or not hasattr(Z, "shape") else Z
     n, P = Z.shape
     y = _weights(y, n)
     k = check_int(k, "k", low=1, high=P)
@@ -193,25 +208,28 @@ def spectral_filter(Z, y, k: int, *, first_moment: bool = False, eig: str = "aut
         raise ValueError(f"k={k} exceeds n={n}, the size of the dual problem; use eig='dense'")
     if (eig == "dual" and n > P) or (eig == "partial" and k >= P - 1):
         eig = "dense"  # a tall Z's dual problem is C itself; eigsh needs k < P - 1 (ARPACK)
+    dev, host = _movers(Z)
     if eig == "dual":
         vals, V = _dual_eigh(Z, y, k)
     else:
         if eig == "dense":
-            C = Z.T @ (y[:, None] * Z) / n
-            vals, vecs = np.linalg.eigh((C + C.T) / 2)
+            C = Z.T @ (dev(y)[:, None] * Z) / n
+            vals, vecs = (host(a) for a in namespace(C).linalg.eigh((C + C.T) / 2))
         else:
-            op = LinearOperator((P, P), matvec=lambda v: Z.T @ (y * (Z @ v)) / n, dtype=float)
+            Zh = host(Z)  # ARPACK runs on the host
+            op = LinearOperator((P, P), matvec=lambda v: Zh.T @ (y * (Zh @ v)) / n,
+                                dtype=float)
             v0 = np.random.default_rng(seed).standard_normal(P)
             vals, vecs = eigsh(op, k=k, which="LM", v0=v0)
         vals, vecs = _by_magnitude(vals, vecs)
         V = vecs[:, :k]
-    F, V = _signed(Z @ V, V)
+    F, V = _signed(host(Z @ dev(V)), V)
     if first_moment:
-        u = Z.T @ y / n
+        u = host(Z.T @ dev(y)) / n
         u_perp = u - V @ (V.T @ u)
         norm = np.linalg.norm(u_perp)
         u_dir = u_perp / norm if norm > 1e-12 * np.linalg.norm(u) else np.zeros(P)
-        V, F = np.column_stack([V, u_dir]), np.column_stack([F, Z @ u_dir])
+        V, F = np.column_stack([V, u_dir]), np.column_stack([F, host(Z @ dev(u_dir))])
     return SpectralFilter(V, vals[:k].copy(), vals, F, eig)
 
 
@@ -529,6 +547,11 @@ class LoFi(_LoFiBase):
         neuron (column of W) after another, so widths are nested for a fixed seed.
     eig : {"auto", "dense", "dual", "partial"}
         Eigensolver; see :func:`spectral_filter` for the costs.
+    backend, device :
+        Where the lifts, the filter matrices and their eigenproblems run
+        (:func:`symscale.arrays.backend`; float64): numpy, torch or jax, any device. The
+        random weights are numpy's, so the fitted model equals the numpy one to round-off;
+        its attributes are numpy arrays.
 
     Attributes
     ----------
@@ -541,9 +564,11 @@ class LoFi(_LoFiBase):
     """
 
     def __init__(self, layers, activation="relu", first_moment: bool = False,
-                 readout="ridge", seed: int = 0, eig: str = "auto"):
+                 readout="ridge", seed: int = 0, eig: str = "auto", backend="numpy",
+                 device=None):
         self.layers, self.activation, self.first_moment = layers, activation, first_moment
         self.readout, self.seed, self.eig = readout, seed, eig
+        self.backend, self.device = backend, device
 
     def _validate_params_(self):
         """The checked parameters, as fitted attributes ``layers_``, ``activation_`` ..."""
@@ -555,9 +580,16 @@ class LoFi(_LoFiBase):
         self.first_moment_ = check_bool(self.first_moment, "first_moment")
         # default_rng([seed, layer]) needs an integer >= 0
         self.seed_ = seed_int(self.seed)
+        bk = make_backend(self.backend, self.device)
+        self.backend_ = None if bk.name == "numpy" else bk
 
     def _lift(self, h, W, c):
-        return self.activation_((h / c) @ W) / np.sqrt(W.shape[1])
+        """The lifted features; on a backend they stay there (the filter reads them)."""
+        bk = getattr(self, "backend_", None)
+        if bk is None:
+            return self.activation_((h / c) @ W) / np.sqrt(W.shape[1])
+        return bk.activation(self.activation_)(bk.asarray(h / c) @ bk.asarray(W)) / math.sqrt(
+            W.shape[1])
 
     def _fit_binary(self, X, y):
         self.norms_, self.weights_, filters, h = [], [], [], X
@@ -579,8 +611,10 @@ class LoFi(_LoFiBase):
 
     def _features(self, X):
         out, h = [], X
+        bk = getattr(self, "backend_", None)
         for W, c, V in zip(self.weights_, self.norms_, self.components_):
-            h = self._lift(h, W, c) @ V
+            Z = self._lift(h, W, c)
+            h = Z @ V if bk is None else to_numpy(Z @ bk.asarray(V))
             out.append(h)
         return out
 

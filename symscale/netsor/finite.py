@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from ..arrays import backend as make_backend
+from ..arrays import to_numpy
 from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .network import Network, _sample, evaluate, layer_dims, nonfinite
@@ -107,7 +109,8 @@ def _mean_stderr(samples):
 
 
 def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
-               method: str = "auto", progress: bool = False) -> FiniteRun:
+               method: str = "auto", progress: bool = False, backend="numpy",
+               device=None) -> FiniteRun:
     """Sample ``n_networks`` networks of the given width and evaluate them on the P inputs.
 
     Parameters
@@ -126,6 +129,12 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
         The sampler (see the module docstring); both give the same law.
     progress : bool
         Show a progress bar.
+    backend, device :
+        Where the forward passes run (:func:`symscale.arrays.backend`; float64): numpy, torch
+        or jax, any device, with the explicit sampler (the conditional one runs on numpy
+        only); the weights are numpy's draws, so the outputs and Grams equal numpy's to
+        round-off. Multi-argument nonlinearities are evaluated on the host. The result holds
+        numpy arrays.
 
     Returns
     -------
@@ -157,6 +166,13 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     progress = check_bool(progress, "progress")
     if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
+    bk = make_backend(backend, device)
+    bk = None if bk.name == "numpy" else bk
+    if bk is not None:
+        if method == "conditional":
+            raise ValueError(f"method='conditional' runs on numpy only; backend={bk.name!r} "
+                             "uses method='explicit' (or 'auto')")
+        method = "explicit"
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
     kind = _kinds(G)
@@ -182,17 +198,17 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
 
         def gram(node, h, i=i):  # each Gram as soon as its vector exists: errors in order
             with np.errstate(over="ignore", invalid="ignore"):
-                grams[node][i] = h.T @ h / dims[node]
+                grams[node][i] = to_numpy(h.T @ h) / dims[node] if bk else h.T @ h / dims[node]
             nonfinite(node, "the empirical Gram h^T h / width", grams[node][i], dims[node])
 
         if method == "conditional":
             net = _conditional_network(G, order, par, data, dims, rng, on_vector=gram)
         else:
-            net = _sample(G, order, par, dims, shapes, input_dims, rng)._forward(data, gram)
+            net = _sample(G, order, par, dims, shapes, input_dims, rng)._forward(data, gram, bk)
         for o in outs:
-            outputs[i, :, cols[o]] = net.outputs[o].T
+            outputs[i, :, cols[o]] = to_numpy(net.outputs[o]).T if bk else net.outputs[o].T
         for k in scalars:
-            scalars[k][i] = net.values[k]
+            scalars[k][i] = to_numpy(net.values[k]) if bk else net.values[k]
     rep = duplicate_map(G, data, P)
     if rep is not None:  # equal inputs: equal rows and columns, not equal up to rounding
         for n in vec:

@@ -48,7 +48,8 @@ from .program import (KernelScalar, MatMul, Readout, Weight, _kinds, _parents, a
 from ..display import ResultDisplay
 
 __all__ = ["run_infinite", "InfiniteRun", "MAX_QUADRATURE_DIM", "MC_SAMPLES", "degenerate_lines",
-           "Reduction", "PROBE_WIDTH", "PROBE_MAX_COLUMNS", "COEFFICIENT_RTOL"]
+           "Reduction", "PROBE_WIDTH", "PROBE_MAX_COLUMNS", "COEFFICIENT_RTOL",
+           "LIMIT_RESIDUAL_RTOL"]
 
 _IDENTITY = activation("identity")
 
@@ -164,6 +165,11 @@ PROBE_WIDTH = 64
 #: fixed numbers (float64 round-off of the Gram-Schmidt solve is far below it; a coefficient that
 #: is a random NetsorK scalar differs by O(width^-1/2)).
 COEFFICIENT_RTOL = 1e-9
+#: A dependence the probe found is used only where the limit kernel confirms it: the limit
+#: variance of the column's residual outside the span of its basis must be at most this times
+#: the column's variance (exact dependences leave round-off, about 1e-16; a chance coincidence
+#: of binary features at the probe's width leaves O(1) of the angle between the inputs).
+LIMIT_RESIDUAL_RTOL = 1e-8
 #: A matrix that multiplies more columns than this (uses x inputs) skips the probe (no
 #: reduction; the covariances are used as computed).
 PROBE_MAX_COLUMNS = 512
@@ -354,22 +360,34 @@ class _Engine:
             x, y, self._reduce(x, y, self._cov_raw(x, y)), "the covariance"))
 
     def coefficients(self, node):
-        """Limit coefficients of a reduced line: exact copies and zeros as found, the rest by
-        regression on the limit kernel of the basis columns before them."""
+        """``(T, dependent)`` of a reduced line: exact copies and zeros as found, the rest by
+        regression on the limit kernel of the basis columns before them; only the inputs whose
+        dependence the limit kernel confirms (see :data:`LIMIT_RESIDUAL_RTOL`)."""
         if node in self._coef:
             return self._coef[node]
         red = self.reduced[node]
         T = red.T.copy()
+        dependent = []
+        own = self._input_moment(node, node)
         for p in red.dependent:
-            if p in red.deterministic:
-                continue
             basis = red.basis[:red.sizes[p]]
             K = np.array([[self._input_moment(a, b)[q, r] for b, r in basis] for a, q in basis])
             k = np.array([self._input_moment(a, node)[q, p] for a, q in basis])
+            c = T[p, :len(basis)].copy()
+            if p not in red.deterministic:
+                c = np.linalg.lstsq(K, k, rcond=None)[0] if basis else c
+            # E[(h(p) - sum_j c_j h_j)^2] under the limit law: 0 for a dependence of the
+            # program; a probe of binary features can meet one by chance (step(z1) = 1 -
+            # step(z2) at every probe neuron when z1, z2 are nearly opposite) that the limit
+            # kernel refutes -- then the line is not reduced at p
+            residual = own[p, p] - 2 * c @ k + c @ K @ c if basis else own[p, p]
+            if residual > LIMIT_RESIDUAL_RTOL * max(own[p, p], 0.0):
+                continue
             T[p] = 0.0
-            T[p, :len(basis)] = np.linalg.solve(K, k)
-        self._coef[node] = T
-        return T
+            T[p, :len(basis)] = c
+            dependent.append(p)
+        self._coef[node] = T, dependent
+        return self._coef[node]
 
     def _input_moment(self, a, b):
         """E[Z^h(x) Z^h'(x')] of what the MatMuls a and b multiply."""
@@ -385,8 +403,9 @@ class _Engine:
         for side, node in ((0, a), (1, b)):
             if node not in self.reduced:
                 continue
-            T, basis, dep = self.coefficients(node), self.reduced[node].basis, \
-                self.reduced[node].dependent
+            (T, dep), basis = self.coefficients(node), self.reduced[node].basis
+            if not dep:
+                continue
             other = b if side == 0 else a
             rows = []
             for m, q in basis:

@@ -50,6 +50,8 @@ import networkx as nx
 import numpy as np
 
 from ..activations import Activation
+from ..arrays import backend as make_backend
+from ..arrays import namespace, to_numpy
 from ..validation import check_choice, check_int, check_random_state, check_real
 from .data import prepare_inputs
 from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, NonLin,
@@ -197,6 +199,11 @@ def layer_dims(G, order, par, width):
 def nonfinite(node, what, arr, n):
     """Raise a typed error for non-finite values of ``node`` (an (..., P) array, last axis the
     inputs): OverflowError for infinities only, FloatingPointError when a NaN is present."""
+    if not isinstance(arr, np.ndarray) and hasattr(arr, "shape"):  # a device array
+        xp = namespace(arr)
+        if bool(xp.all(xp.isfinite(arr))):
+            return
+        arr = to_numpy(arr)  # the error path: the message is composed on the host
     bad = ~np.isfinite(arr)
     if not bad.any():
         return
@@ -458,10 +465,12 @@ class SampledNetwork:
         return (f"SampledNetwork(widths={self.widths}, parameterization="
                 f"{self.parameterization!r}, n_params={n_params})")
 
-    def forward(self, X, on_vector=None) -> Network:
+    def forward(self, X, on_vector=None, *, backend="numpy", device=None) -> Network:
         """Every node's value on inputs ``X`` (as for :func:`~symscale.netsor.run_finite`).
 
         ``on_vector(node, value)`` is called on each vector node as soon as it is computed.
+        ``backend``/``device`` run the pass on torch or jax (:func:`symscale.arrays.backend`,
+        float64): the values are then arrays of that library, equal to numpy's to round-off.
 
         Raises
         ------
@@ -475,10 +484,21 @@ class SampledNetwork:
             if data[key].shape[1] != d:
                 raise ValueError(f"X: input {key!r} has dimension {data[key].shape[1]}, the "
                                  f"network was sampled for {d}")
-        return self._forward(data, on_vector)
+        bk = make_backend(backend, device)
+        return self._forward(data, on_vector, None if bk.name == "numpy" else bk)
 
-    def _forward(self, data, on_vector=None) -> Network:
+    def _forward(self, data, on_vector=None, bk=None) -> Network:
         eff, normals, scales = self._effective, self.normals, self.scales
+        activations = self.activations
+        if bk is not None:  # the draws are numpy's; the forward pass runs on the backend
+            eff = {k: bk.asarray(v) for k, v in eff.items()}
+            data = {k: bk.asarray(v) for k, v in data.items()}
+            activations = {node: bk.activation(fn) for node, fn in activations.items()}
+            for node in self.order:
+                op = self.graph.nodes[node]["op"]
+                if isinstance(op, NonLin) and isinstance(op.fn, Activation) and \
+                        node not in activations:
+                    activations[node] = bk.activation(op.fn)
 
         def random_op(node, op, p, net, P):
             if isinstance(op, Embed):
@@ -496,7 +516,7 @@ class SampledNetwork:
                 net.readouts[node] = normals[node]
 
         return evaluate(self.graph, self.order, self.parents, self.dims, data, random_op,
-                        on_vector, self.activations)
+                        on_vector, activations)
 
     def __call__(self, X) -> np.ndarray:
         """Outputs (P, n_outputs): readouts in program order, ``dim`` columns each."""

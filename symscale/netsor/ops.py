@@ -35,6 +35,7 @@ import numpy as np
 import sympy as sp
 
 from ..activations import Activation
+from ..arrays import like, namespace, to_numpy
 from ..linalg import softmax
 from ..printing import lambdify
 
@@ -115,7 +116,9 @@ class Bias(Op):
         return rng.standard_normal((rows, 1))[:, 0], math.sqrt(self.var)
 
     def apply(self, b, P):
-        return np.repeat(b[:, None], P, axis=1)
+        if isinstance(b, np.ndarray):
+            return np.repeat(b[:, None], P, axis=1)
+        return namespace(b).broadcast_to(b[:, None], (b.shape[0], P))  # a device array
 
     def covariance(self, eng, a, b, other):
         if not isinstance(other, Bias):
@@ -246,6 +249,9 @@ class NonLin(Op):
             return fn(args[0])
         if isinstance(self.fn, Activation):
             return self.fn(args[0])
+        if not isinstance(args[0], np.ndarray):  # a device array: evaluated on the host
+            host = self.apply(node, p, {k: to_numpy(v) for k, v in values.items()}, dims)
+            return like(host, args[0])
         with np.errstate(all="ignore"):
             out = np.asarray(self.fn.numpy()(*args), dtype=float)
         return np.broadcast_to(out, args[0].shape).copy()
@@ -280,7 +286,10 @@ class KernelScalar(Op):
     """
 
     def apply(self, node, p, values, dims, fn=None):
-        return np.einsum("ia,ia->a", values[p[0]], values[p[1]]) / dims[p[0]]
+        a, b = values[p[0]], values[p[1]]
+        if isinstance(a, np.ndarray):
+            return np.einsum("ia,ia->a", a, b) / dims[p[0]]
+        return namespace(a).sum(a * b, axis=0) / dims[p[0]]
 
     def backward(self, node, p, net, delta, dims, fwd):  # k(a) = <h(a), h'(a)> / n
         d = delta[node][None] / dims[p[0]]
@@ -432,6 +441,8 @@ class Readout(Op):
         return (v, math.sqrt(self.var / n)), (beta, math.sqrt(self.bias_var))
 
     def apply(self, v, scale_v, beta, scale_beta, h):
+        if not isinstance(h, np.ndarray):  # the draws are numpy's: moved to h's device
+            v, beta = like(v, h), like(beta, h)
         return scale_v * (v @ h) + scale_beta * beta[:, None]
 
     def tangent_terms(self, tangent, c, x, slots, acc):
@@ -467,19 +478,20 @@ def _layernorm(node, h, eps):
     result is undefined and a FloatingPointError names the node (as at infinite width).
     """
     n = h.shape[0]
-    size = np.max(np.abs(h), axis=0)
-    hs = h / np.where(size > 0, size, 1.0)
-    centred = hs - hs.mean(axis=0, keepdims=True)
-    spread = np.max(np.abs(centred), axis=0)
-    if eps == 0 and not np.all(spread > 0):
-        a = int(np.argmin(spread > 0))
+    xp = namespace(h)  # numpy, or a device array (run_finite on a backend)
+    size = xp.max(xp.abs(h), axis=0)
+    hs = h / xp.where(size > 0, size, 1.0)
+    centred = hs - xp.mean(hs, axis=0, keepdims=True)
+    spread = xp.max(xp.abs(centred), axis=0)
+    if eps == 0 and not bool(xp.all(spread > 0)):
+        a = int(np.argmin(to_numpy(spread) > 0))
         raise FloatingPointError(
             f"LayerNorm {node!r}: the vector is constant over its {n} coordinates for input {a} "
             "(a zero input, or width 1), so its variance is 0 and LayerNorm is undefined with "
             "eps = 0; give eps > 0")
-    c = centred / np.where(spread > 0, spread, 1.0)
-    rms = np.sqrt(np.mean(c * c, axis=0))              # in [1/sqrt(n), 1] unless constant
+    c = centred / xp.where(spread > 0, spread, 1.0)
+    rms = xp.sqrt(xp.mean(c * c, axis=0))              # in [1/sqrt(n), 1] unless constant
     if eps == 0:
         return c / rms
     # sqrt(var + eps) / (spread * size) = hypot(rms, sqrt(eps) / (spread * size)), no overflow
-    return c / np.hypot(rms, math.sqrt(eps) / (spread * size))
+    return c / xp.hypot(rms, math.sqrt(eps) / (spread * size))

@@ -612,7 +612,7 @@ def log_evidence_slope_mc(X, Y, activation: Shaped, beta, tau: float, *, n_chain
     if not isinstance(control_variate, bool):
         raise TypeError(f"control_variate must be a bool, got {control_variate!r}")
     V0 = _gram(X)
-    P, n, c = len(Y), activation.n, activation.weight_var
+    P, n = len(Y), activation.n
     depth = int(round(tau * n / P))
     if depth < 1:
         raise ValueError(f"tau={tau!r} gives L = round(tau n / P) = 0 layers at n = {n}, "

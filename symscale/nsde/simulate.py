@@ -40,7 +40,9 @@ from ..formula import Formula
 from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
 from ..netsor.network import sample_network
 from ..netsor.program import Program
-from ..linalg import PSD_RTOL, check_psd, psd_sqrt, psd_sqrt_from_eigh
+from ..arrays import backend as make_backend
+from ..arrays import namespace, to_numpy
+from ..linalg import PSD_RTOL, check_psd, psd_sqrt_from_eigh, psd_sqrt_of_stack
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
                           check_real, check_seed)
 from ..kernels.dual import q11, q12, q22
@@ -232,7 +234,8 @@ def _old_order(args):
 def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
                        n_chains: int = 1000, seed=0, weight_var: float | None = None,
                        save_every: int = 0, progress: bool = False, client=None,
-                       chains_per_task: int = CHAINS_PER_TASK) -> Paths:
+                       chains_per_task: int = CHAINS_PER_TASK, backend="numpy", device=None,
+                       dtype="float64") -> Paths:
     """The exact Markov chain of the Gram matrix of a width-n network.
 
     Parameters
@@ -264,6 +267,10 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     chains_per_task : int
         Chains per task, here or on the cluster (at most this many draw from ``seed``
         directly).
+    backend, device, dtype :
+        Where the layers run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
+        device; the Gaussian draws are numpy's (the same chains on every backend, float64
+        equal to numpy to round-off). The paths come back as numpy arrays.
 
     Returns
     -------
@@ -280,37 +287,56 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_chains, chains_per_task, seed)
     k = len(batches)
+    bk = make_backend(backend, device, dtype)
+    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
     parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
-                      *zip(*batches), [save_every] * k, [progress and k == 1] * k,
+                      *zip(*batches), [save_every] * k, [progress and k == 1] * k, [bk] * k,
                       client=client)
     V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
     saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
     return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
 
 
-def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress):
-    """``n_chains`` chains of :func:`finite_width_chain` from ``seed`` (one task):
-    (values, exploded, saved or None)."""
+def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=None):
+    """``n_chains`` chains of :func:`finite_width_chain` from ``seed`` (one task; the layers
+    on backend ``bk``, default numpy): (values, exploded, saved or None), as numpy."""
     rng = check_random_state(seed)
+    move = (lambda a: a) if bk is None else bk.asarray
+    fn = phi if bk is None else bk.activation(phi)
     P = V0.shape[0]
-    V = np.broadcast_to(V0, (n_chains, P, P)).copy()
+    V = move(np.broadcast_to(V0, (n_chains, P, P)).copy())
     bad = np.zeros(n_chains, bool)
     saved = []
     for layer in tqdm(range(depth), disable=not progress, desc="layers"):
-        live = ~bad
-        S = psd_sqrt(V[live])
-        Z = rng.standard_normal((int(live.sum()), n, P)) @ S
+        live = np.flatnonzero(~bad)
+        S = psd_sqrt_of_stack(V[live])
+        Z = move(rng.standard_normal((live.size, n, P))) @ S
         with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
-            H = phi(Z)
-            Vn = np.swapaxes(H, 1, 2) @ H  # batched matmul: far faster than einsum here
-            Vn *= c / n
-        finite = np.all(np.isfinite(Vn), axis=(1, 2))
-        idx = np.flatnonzero(live)
-        V[idx[finite]] = Vn[finite]
-        bad[idx[~finite]] = True
+            H = fn(Z)
+            Vn = H.swapaxes(1, 2) @ H  # batched matmul: far faster than einsum here
+            Vn = Vn * (c / n)
+        finite = _finite_paths(Vn)
+        V = _put_rows(V, live[finite], Vn[np.flatnonzero(finite)])
+        bad[live[~finite]] = True
         if save_every and (layer + 1) % save_every == 0:
-            saved.append(V.copy())
-    return V, bad, (np.array(saved) if saved else None)
+            saved.append(to_numpy(V))
+    return to_numpy(V), bad, (np.array(saved) if saved else None)
+
+
+def _finite_paths(a) -> np.ndarray:
+    """Which matrices of a stack (any backend) are finite, as a numpy bool array (O(paths)
+    to move to the host)."""
+    xp = namespace(a)
+    ok = xp.all(xp.isfinite(a), axis=(1, 2))
+    return _host_bool(ok)
+
+
+def _put_rows(V, rows, values):
+    """``V[rows] = values`` for numpy and torch, functionally for jax (immutable)."""
+    if hasattr(V, "at"):
+        return V.at[rows].set(values)
+    V[rows] = values
+    return V
 
 
 @renamed_arguments(act="activation", n="width")
@@ -376,8 +402,9 @@ def _mlp_program(phi, c, depth):
 # SDE
 
 
-def _drift_function(act, params):
-    """A vectorized b(V) for stacks of P x P matrices, from the derived drift Formula."""
+def _drift_function(act, params, library="numpy"):
+    """A vectorized b(V) for stacks of P x P matrices (arrays of ``library``), from the
+    derived drift Formula."""
     if isinstance(act, (Formula, Shaped)) and params:
         raise ValueError(f"{sorted(params)} cannot be combined with a "
                          f"{type(act).__name__} act, which fixes the drift")
@@ -391,13 +418,18 @@ def _drift_function(act, params):
     if extra:
         raise ValueError(f"the drift has symbolic parameters {extra}; pass a Shaped activation "
                          "or their values (a=..., c_plus_value=..., c_minus_value=...)")
-    fn = f.numeric("numpy")
+    fn = f.numeric(library)
+    if library == "jax":  # one compiled computation, not one compilation per eager op
+        import jax
+
+        fn = jax.jit(fn)
 
     def b(V):
-        d = np.diagonal(V, axis1=-2, axis2=-1)
+        xp = namespace(V)
+        d = xp.linalg.diagonal(V) if xp is not np else np.diagonal(V, axis1=-2, axis2=-1)
         with np.errstate(all="ignore"):
             out = fn(d[..., :, None], V, d[..., None, :])
-        return np.broadcast_to(out, V.shape)
+        return xp.broadcast_to(out, V.shape)
 
     return b
 
@@ -416,7 +448,7 @@ def _wishart_unit(rng, k, P, m):
 def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 0, *,
                  scheme: str = "euler", save_every: int = 0, progress: bool = False,
                  explode_at: float = 1e10, client=None, chains_per_task: int = CHAINS_PER_TASK,
-                 **drift_params) -> Paths:
+                 backend="numpy", device=None, dtype="float64", **drift_params) -> Paths:
     """Simulate dV = b(V) dt + V^{1/2} dW V^{1/2} from V0 up to time t.
 
     Parameters
@@ -449,6 +481,11 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     chains_per_task : int
         Paths per task, here or on the cluster (at most this many draw from ``seed``
         directly).
+    backend, device, dtype :
+        Where the steps run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
+        device, with the drift Formula printed for that library; the Gaussian and Wishart
+        draws are numpy's (the same paths on every backend, float64 equal to numpy to
+        round-off). The paths come back as numpy arrays.
 
     Returns
     -------
@@ -475,75 +512,89 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_paths, chains_per_task, seed)
     k = len(batches)
+    bk = make_backend(backend, device, dtype)
+    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
     parts = map_tasks(_sde_task, [V0] * k, [activation] * k, [drift_params] * k, [dt] * k,
                       [steps] * k, [scheme] * k, [save_every] * k, [explode_at] * k,
-                      *zip(*batches), [progress and k == 1] * k, client=client)
+                      *zip(*batches), [progress and k == 1] * k, [bk] * k, client=client)
     saved = None if parts[0][3] is None else concatenate([p[3] for p in parts], axis=1)
     return Paths(*(concatenate([p[i] for p in parts]) for i in range(3)), steps * dt, saved,
                  parts[0][4])
 
 
 def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explode_at, n_paths,
-              seed, progress):
-    """``n_paths`` paths of :func:`simulate_sde` from ``seed`` (one task): (values, exploded,
-    left_psd, saved or None, times or None)."""
+              seed, progress, bk=None):
+    """``n_paths`` paths of :func:`simulate_sde` from ``seed`` (one task; the steps on backend
+    ``bk``, default numpy): (values, exploded, left_psd, saved or None, times or None), as
+    numpy."""
     m = max(int(round(1 / dt)), 1)
     P = V0.shape[0]
-    b = _drift_function(activation, drift_params)
+    move = (lambda a: a) if bk is None else bk.asarray
+    b = _drift_function(activation, drift_params, "numpy" if bk is None else bk.name)
     rng = np.random.default_rng(seed)
     limit = explode_at * max(np.abs(V0).max(), 1e-300)
-    V = np.broadcast_to(V0, (n_paths, P, P)).copy()
+    V = move(np.broadcast_to(V0, (n_paths, P, P)).copy())
+    xp = namespace(V)
     exploded = np.zeros(n_paths, bool)
     left = np.zeros(n_paths, bool)
     # largest eigenvalue each path has had: V carries round-off of that size (a step from
     # V ~ 16 to V ~ 0.3 leaves rows of duplicate inputs 1e-15 apart, far above eps * 0.3),
     # and the square root must zero eigenvalues at that level, not sqrt them into 1e-8
-    peak = np.zeros(n_paths)
+    peak = move(np.zeros(n_paths))
     saved, times = [], []
     for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
         live = np.flatnonzero(~(exploded | left))
         if live.size == 0:  # every path frozen: keep the saved timeline (tasks must agree)
             if step < steps and save_every and (step + 1) % save_every == 0:
-                saved.append(V.copy())
+                saved.append(to_numpy(V))
                 times.append((step + 1) * dt)
             continue
         Vl = V[live]
         # one eigen-decomposition per step serves the PSD check and the square root
-        w, U = np.linalg.eigh(Vl)
-        scale = np.maximum(np.abs(w).max(axis=1), 1e-300)
-        peak[live] = np.maximum(peak[live], scale)
-        outside = w[:, 0] < -PSD_RTOL * scale
+        w, U = xp.linalg.eigh(Vl)
+        scale = xp.maximum(xp.max(xp.abs(w), axis=1), 1e-300)
+        peak = _put_rows(peak, live, xp.maximum(peak[live], scale))
+        outside = _host_bool(w[:, 0] < -PSD_RTOL * scale)
         if scheme == "psd" and outside.any():
             # S W S is PSD, but + b dt leaves the cone where V is singular (b vanishes on its
             # null space to first order only): the excursion is O(dt^2), within the scheme's
             # error, so project back onto the cone instead of flagging the path
-            w[outside] = np.maximum(w[outside], 0.0)
-            Vl[outside] = (U[outside] * w[outside][:, None, :]) @ np.swapaxes(U[outside], -1, -2)
-            V[live[outside]] = Vl[outside]
+            o = np.flatnonzero(outside)
+            wo = xp.maximum(w[o], 0.0)
+            w = _put_rows(w, o, wo)
+            Vo = (U[o] * wo[:, None, :]) @ xp.swapaxes(U[o], -1, -2)
+            Vl = _put_rows(Vl, o, Vo)
+            V = _put_rows(V, live[o], Vo)
             outside[:] = False
         if outside.any():
             left[live[outside]] = True
-            live, Vl, w, U = live[~outside], Vl[~outside], w[~outside], U[~outside]
+            keep = np.flatnonzero(~outside)
+            live, Vl, w, U = live[keep], Vl[keep], w[keep], U[keep]
         if step == steps:
             break  # the last pass only checks the final states
         S = psd_sqrt_from_eigh(w, U, peak[live])
         drift_dt = b(Vl) * dt
         if scheme == "euler":
-            G = rng.standard_normal((live.size, P, P))
-            dW = (G + np.swapaxes(G, -1, -2)) * math.sqrt(dt / 2)
+            G = move(rng.standard_normal((live.size, P, P)))
+            dW = (G + xp.swapaxes(G, -1, -2)) * math.sqrt(dt / 2)
             Vn = Vl + drift_dt + S @ dW @ S
         else:
-            Vn = S @ _wishart_unit(rng, live.size, P, m) @ S + drift_dt
-        Vn = (Vn + np.swapaxes(Vn, -1, -2)) / 2
+            Vn = S @ move(_wishart_unit(rng, live.size, P, m)) @ S + drift_dt
+        Vn = (Vn + xp.swapaxes(Vn, -1, -2)) / 2
         with np.errstate(invalid="ignore"):
-            finite = np.all(np.isfinite(Vn), axis=(1, 2)) & (np.abs(Vn).max(axis=(1, 2)) < limit)
+            finite = _finite_paths(Vn) & _host_bool(xp.max(xp.abs(Vn), axis=(1, 2)) < limit)
         exploded[live[~finite]] = True
-        V[live[finite]] = Vn[finite]
+        V = _put_rows(V, live[finite], Vn[np.flatnonzero(finite)])
         if save_every and (step + 1) % save_every == 0:
-            saved.append(V.copy())
+            saved.append(to_numpy(V))
             times.append((step + 1) * dt)
-    return (V, exploded, left, np.array(saved) if saved else None,
+    return (to_numpy(V), exploded, left, np.array(saved) if saved else None,
             np.array(times) if times else None)
+
+
+def _host_bool(a) -> np.ndarray:
+    """A boolean array of any backend as numpy."""
+    return a if isinstance(a, np.ndarray) else to_numpy(a) > 0
 
 
 def _steps(t, dt):

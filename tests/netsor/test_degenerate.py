@@ -178,12 +178,34 @@ def test_a_random_coefficient_is_taken_in_the_limit():
     red = degenerate_lines(p.graph, data, P)["g_2"]
     assert red.deterministic == []
     inf = run_infinite(p, X2)
-    coef = inf._engine.coefficients("g_2")
+    coef, dependent = inf._engine.coefficients("g_2")
+    assert dependent == red.dependent  # the limit kernel confirms the dependence
     # to the precision of the tensor Gauss-Hermite moments of smooth functions (~1e-10)
     np.testing.assert_allclose(np.diag(coef), inf.scalars["k"], rtol=1e-8)
     fin = run_finite(p, X2, width=256, n_networks=200, seed=0)
     mean, se = fin.gram_mean("o")
     assert np.max(np.abs(mean - inf.kernels["o"]) / se) <= 5.0
+
+
+def test_a_chance_dependence_of_the_probe_is_refuted_by_the_limit_kernel(monkeypatch):
+    """Step features of two nearly opposite inputs (and of a zero input, a constant vector)
+    satisfy step(z1) = 1 - step(z2) at every neuron of the width-64 probes with probability
+    about 1/2; the limit kernel refutes it (E[(h1 + h2 - 1)^2] = 0.005), so the line is not
+    reduced and the limit equals the fused kernel recursion (it was 4e-4 off)."""
+    X = np.array([[0.0, 0.0], [-1.0, 0.015625], [0.5, 0.0]])
+    p = mlp(2, "step", weight_var=0.5)
+    data, P = prepare_inputs(p.graph, X)
+    found = degenerate_lines(p.graph, data, P)
+    assert found, "the probes no longer meet the coincidence: pick another X"
+    inf = run_infinite(p, X)
+    for node in found:
+        assert inf._engine.coefficients(node)[1] == []
+    nngp, _ = ss.mlp_kernels(X, 2, "step", weight_var=0.5)
+    np.testing.assert_allclose(inf.output(), nngp, rtol=1e-10, atol=1e-14)
+    # the wrong variant, the probe's reduction taken as found, is 4e-4 off
+    monkeypatch.setattr(infinite_module, "LIMIT_RESIDUAL_RTOL", np.inf)
+    wrong = run_infinite(p, X).output()
+    assert np.abs(wrong - nngp).max() > 3e-4
 
 
 @pytest.mark.parametrize("pname,X", [("h2 = 2 h1", X_DEP), ("identity mlp", X_DEP),

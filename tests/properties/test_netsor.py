@@ -105,6 +105,8 @@ EPS = np.finfo(float).eps
          X=np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.5], [5e-7, 0.0, 0.5]]))
 @example(builder="mlp", act="abs", depth=2, w=0.5, b=0.2,  # found by a local random run
          X=np.array([[0.0], [0.0], [1.1920929e-07]]))
+@example(builder="mlp", act="step", depth=2, w=0.5, b=0.0,  # found by a fresh-machine run:
+         X=np.array([[0.0, 0.0], [-1.0, 0.015625], [0.5, 0.0]]))  # a chance probe dependence
 def test_builders_agree_with_the_kernel_recursions(builder, act, depth, w, b, X):
     if builder == "mlp":
         p = mlp(depth, act, weight_var=w, bias_var=b)
