@@ -37,7 +37,7 @@ import numpy as np
 from .validation import check_choice
 
 __all__ = ["Backend", "backend", "BACKEND_NAMES", "DTYPE_NAMES", "to_numpy", "namespace",
-           "device_of", "like"]
+           "device_of", "like", "off_numpy"]
 
 BACKEND_NAMES = ("numpy", "torch", "jax")
 DTYPE_NAMES = ("float64", "float32")
@@ -132,6 +132,19 @@ def _lambdified(expr, library: str):
     from .printing import lambdify
 
     return lambdify(X, expr, library)
+
+
+def off_numpy(name="numpy", device=None, dtype="float64"):
+    """The :class:`Backend` to run on, or None for numpy in float64 -- the reference path,
+    which the numerics take unchanged (the arguments are validated either way).
+
+    Examples
+    --------
+    >>> off_numpy() is None, off_numpy("numpy", dtype="float32").dtype_name
+    (True, 'float32')
+    """
+    bk = backend(name, device, dtype)
+    return None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
 
 
 def to_numpy(a) -> np.ndarray:

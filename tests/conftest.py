@@ -56,3 +56,26 @@ def _profile() -> str:
 
 
 settings.load_profile(_profile())
+
+
+# -- array backends (symscale.arrays) ---------------------------------------------------------
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def jax_x64():
+    """jax in 64-bit mode for the test (restored after); skipped without jax."""
+    jax = pytest.importorskip("jax")
+    old = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", True)
+    yield jax
+    jax.config.update("jax_enable_x64", old)
+
+
+@pytest.fixture(params=["torch", "jax"])
+def array_backend(request, jax_x64):
+    """The name of each optional array backend (skipped when it or array-api-compat is not
+    installed), with jax in 64-bit mode."""
+    pytest.importorskip(request.param)
+    pytest.importorskip("array_api_compat")
+    return request.param

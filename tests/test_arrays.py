@@ -9,15 +9,6 @@ import pytest
 from symscale.arrays import BACKEND_NAMES, backend, to_numpy
 
 
-@pytest.fixture
-def x64():
-    jax = pytest.importorskip("jax")
-    old = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
-
-
 def _available(name):
     if name != "numpy":
         pytest.importorskip(name)
@@ -26,7 +17,7 @@ def _available(name):
 
 @pytest.mark.parametrize("name", BACKEND_NAMES)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_round_trip_dtype_and_activation(name, dtype, x64):
+def test_round_trip_dtype_and_activation(name, dtype, jax_x64):
     _available(name)
     bk = backend(name, dtype=dtype)
     a = bk.asarray(np.array([-1.5, 0.0, 2.0]))
@@ -71,7 +62,7 @@ def test_jax_refuses_silent_float32():
         jax.config.update("jax_enable_x64", old)
 
 
-def test_to_numpy_of_every_library(x64):
+def test_to_numpy_of_every_library(jax_x64):
     torch = pytest.importorskip("torch")
     jnp = pytest.importorskip("jax.numpy")
     for a in (np.arange(3.0), torch.arange(3.0, dtype=torch.float64), jnp.arange(3.0)):

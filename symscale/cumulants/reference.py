@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..arrays import backend as make_backend
+from ..arrays import off_numpy
 from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
 from ..validation import check_bool, check_choice, check_int, seed_int
 from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
@@ -152,8 +152,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     seed = seed_int(seed)  # part of the cache key: a Generator or SeedSequence gives an int
     progress = check_bool(progress, "progress")
     bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
-    bk = make_backend(backend, device, dtype)
-    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
+    bk = off_numpy(backend, device, dtype)
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)

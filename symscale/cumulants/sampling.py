@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import backend as make_backend
-from ..arrays import to_numpy
+from ..arrays import off_numpy, to_numpy
 from ..validation import check_bool, check_int, check_seed
 from .network import RandomMLP, _check_mlp, _non_finite_error
 from ..display import ResultDisplay
@@ -246,8 +245,7 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     batch = check_int(batch, "batch", low=1)
     seed = check_seed(seed)
     progress = check_bool(progress, "progress")
-    bk = make_backend(backend, device, dtype)
-    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
+    bk = off_numpy(backend, device, dtype)
     from tqdm.auto import tqdm
 
     start = time.perf_counter()

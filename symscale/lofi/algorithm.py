@@ -46,8 +46,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..activations import as_activation
-from ..arrays import backend as make_backend
-from ..arrays import like, namespace, to_numpy
+from ..arrays import like, namespace, off_numpy, to_numpy
 from ..kernels import dual_kernel_numeric
 from ..linalg import safe_rms
 from ..netsor.network import sample_network
@@ -580,8 +579,7 @@ class LoFi(_LoFiBase):
         self.first_moment_ = check_bool(self.first_moment, "first_moment")
         # default_rng([seed, layer]) needs an integer >= 0
         self.seed_ = seed_int(self.seed)
-        bk = make_backend(self.backend, self.device)
-        self.backend_ = None if bk.name == "numpy" else bk
+        self.backend_ = off_numpy(self.backend, self.device)
 
     def _lift(self, h, W, c):
         """The lifted features; on a backend they stay there (the filter reads them)."""

@@ -42,8 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ..arrays import backend as make_backend
-from ..arrays import to_numpy
+from ..arrays import off_numpy, to_numpy
 from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .network import Network, _sample, evaluate, layer_dims, nonfinite
@@ -166,8 +165,7 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     progress = check_bool(progress, "progress")
     if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
-    bk = make_backend(backend, device)
-    bk = None if bk.name == "numpy" else bk
+    bk = off_numpy(backend, device)
     if bk is not None:
         if method == "conditional":
             raise ValueError(f"method='conditional' runs on numpy only; backend={bk.name!r} "

@@ -50,8 +50,7 @@ import networkx as nx
 import numpy as np
 
 from ..activations import Activation
-from ..arrays import backend as make_backend
-from ..arrays import namespace, to_numpy
+from ..arrays import namespace, off_numpy, to_numpy
 from ..validation import check_choice, check_int, check_random_state, check_real
 from .data import prepare_inputs
 from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul, NonLin,
@@ -484,8 +483,7 @@ class SampledNetwork:
             if data[key].shape[1] != d:
                 raise ValueError(f"X: input {key!r} has dimension {data[key].shape[1]}, the "
                                  f"network was sampled for {d}")
-        bk = make_backend(backend, device)
-        return self._forward(data, on_vector, None if bk.name == "numpy" else bk)
+        return self._forward(data, on_vector, off_numpy(backend, device))
 
     def _forward(self, data, on_vector=None, bk=None) -> Network:
         eff, normals, scales = self._effective, self.normals, self.scales

@@ -40,8 +40,7 @@ from ..formula import Formula
 from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
 from ..netsor.network import sample_network
 from ..netsor.program import Program
-from ..arrays import backend as make_backend
-from ..arrays import namespace, to_numpy
+from ..arrays import namespace, off_numpy, to_numpy
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt_from_eigh, psd_sqrt_of_stack
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
                           check_real, check_seed)
@@ -287,8 +286,7 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_chains, chains_per_task, seed)
     k = len(batches)
-    bk = make_backend(backend, device, dtype)
-    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
+    bk = off_numpy(backend, device, dtype)
     parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
                       *zip(*batches), [save_every] * k, [progress and k == 1] * k, [bk] * k,
                       client=client)
@@ -512,8 +510,7 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_paths, chains_per_task, seed)
     k = len(batches)
-    bk = make_backend(backend, device, dtype)
-    bk = None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
+    bk = off_numpy(backend, device, dtype)
     parts = map_tasks(_sde_task, [V0] * k, [activation] * k, [drift_params] * k, [dt] * k,
                       [steps] * k, [scheme] * k, [save_every] * k, [explode_at] * k,
                       *zip(*batches), [progress and k == 1] * k, [bk] * k, client=client)

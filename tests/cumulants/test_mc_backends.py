@@ -10,12 +10,8 @@ OTHER = ["torch", "jax"]
 
 
 @pytest.fixture(autouse=True)
-def x64():
-    jax = pytest.importorskip("jax")
-    old = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
+def _x64(jax_x64):
+    """jax in 64-bit mode for every test here (the numpy rows too: one parametrization)."""
 
 
 def _skip_missing(name):

@@ -5,20 +5,14 @@ for MLP, ResNet, RNN, attention, LayerNorm and a multi-argument nonlinearity."""
 import numpy as np
 import pytest
 
-from symscale.netsor import (Program, attention_block, layernorm_mlp, mlp, resnet, rnn,
+from symscale.netsor import (attention_block, layernorm_mlp, mlp, resnet, rnn,
                              run_finite, sample_network)
+
+from .test_coupled import rms_net
 
 X2 = np.array([[1.0, 0.0], [0.6, 0.8]])
 X3 = np.array([[1.0, 0.0], [0.6, 0.8], [-0.3, 0.9]])
 XSEQ = np.random.default_rng(0).standard_normal((2, 3, 2))
-
-
-def rms_net():
-    p = Program()
-    g = p.embed(weight_var=1.5)
-    h = p.nonlin("x0 / sqrt(k0)", g, kernels=[p.kernel(g, name="k")], name="rms")
-    p.readout(p.nonlin("relu", p.matmul(p.weight(2.0), h)))
-    return p
 
 
 PROGRAMS = {
@@ -31,31 +25,15 @@ PROGRAMS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def x64():
-    jax = pytest.importorskip("jax")
-    old = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
-
-
-@pytest.fixture(params=["torch", "jax"])
-def name(request):
-    pytest.importorskip(request.param)
-    pytest.importorskip("array_api_compat")
-    return request.param
-
-
 def _close(a, b):
     assert np.abs(a - b).max() <= 1e-12 * max(np.abs(b).max(), 1e-300)
 
 
 @pytest.mark.parametrize("prog", list(PROGRAMS))
-def test_run_finite_equals_numpy(name, prog):
+def test_run_finite_equals_numpy(array_backend, prog):
     program, X = PROGRAMS[prog]
     ref = run_finite(program, X, 12, 6, seed=1, method="explicit")
-    got = run_finite(program, X, 12, 6, seed=1, backend=name)
+    got = run_finite(program, X, 12, 6, seed=1, backend=array_backend)
     assert isinstance(got.outputs, np.ndarray)
     _close(got.outputs, ref.outputs)
     for node in ref.grams:
@@ -64,21 +42,21 @@ def test_run_finite_equals_numpy(name, prog):
         _close(got.scalars[node], ref.scalars[node])
 
 
-def test_sampled_network_forward_on_a_backend(name):
+def test_sampled_network_forward_on_a_backend(array_backend):
     net = sample_network(mlp(2, "gelu"), 16, seed=3, input_dim=2, parameterization="ntk")
     ref = net.forward(X2)
-    got = net.forward(X2, backend=name)
+    got = net.forward(X2, backend=array_backend)
     for node, value in ref.values.items():
         assert not isinstance(got.values[node], np.ndarray)
         _close(np.asarray(got.values[node]), value)
 
 
-def test_nan_is_the_same_typed_error_naming_the_node(name):
+def test_nan_is_the_same_typed_error_naming_the_node(array_backend):
     zero = np.array([[0.0, 0.0], [0.6, 0.8]])   # x / sqrt(k) of a zero input is NaN
     with pytest.raises(FloatingPointError, match="rms"):
-        run_finite(rms_net(), zero, 8, 2, seed=0, backend=name)
+        run_finite(rms_net(), zero, 8, 2, seed=0, backend=array_backend)
 
 
-def test_conditional_sampler_off_numpy_is_refused_by_name(name):
+def test_conditional_sampler_off_numpy_is_refused_by_name(array_backend):
     with pytest.raises(ValueError, match="method='conditional' runs on numpy only"):
-        run_finite(mlp(1), X2, 8, 2, method="conditional", backend=name)
+        run_finite(mlp(1), X2, 8, 2, method="conditional", backend=array_backend)
