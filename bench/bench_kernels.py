@@ -2,7 +2,7 @@
 
 1. NNGP + NTK of a depth-10 ReLU MLP on P = 2000 inputs (d = 100), float64, against 10 passes of
    ``np.arccos`` over a P x P array (the input correlation matrix) measured in the same run: a
-   lower bound of the elementwise work. Target ratio <= 4.
+   lower bound of the elementwise work. Target ratio <= 1.5 (issue 17; it was 4).
    The same network with leaky_relu and with a user-registered two-slope activation against
    relu in the same run (they take the same fused path through their family): target ratio
    within 1 +- 0.2. Cross-kernels between 2000 and 500 inputs against the Gram matrix of the
@@ -48,8 +48,8 @@ def kernels_table():
     print("| benchmark | ours (s) | baseline (s) | ratio | target |")
     print("|---|---|---|---|---|")
     print(f"| NNGP+NTK, depth-10 ReLU MLP, P = 2000, d = 100 | {t_ours:.3f} | {t_base:.3f} "
-          f"(10 x np.arccos on P x P) | {t_ours / t_base:.2f} | <= 4: "
-          f"{'met' if t_ours / t_base <= 4 else 'NOT met'} |")
+          f"(10 x np.arccos on P x P) | {t_ours / t_base:.2f} | <= 1.5: "
+          f"{'met' if t_ours / t_base <= 1.5 else 'NOT met'} |")
     if "bench_two_slope" not in ss.list_activations():
         ss.register_activation("bench_two_slope", "Max(3*x, 0) - Max(-x, 0)/2")
     for act in ("leaky_relu", "bench_two_slope"):
