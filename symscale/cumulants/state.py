@@ -295,6 +295,67 @@ def _slice_specs(in_pattern: tuple[int, ...], out_pattern: tuple[int, ...],
     return tuple(specs)
 
 
+@lru_cache(maxsize=None)
+def _slice_plan(in_pattern, out_pattern, coherent_only=False, batched=False):
+    """``(spec, count, pair)`` per distinct contraction of :func:`_slice_specs`: placements
+    that differ only in the order of their W factors are one contraction counted ``count``
+    times; ``pair`` is True when the output has two neurons a, b and each multiplies every
+    input axis exactly once (``S[c,d] W[a,c] W[a,d] W[b,c] W[b,d]``):
+    then the sum is one matrix product (:func:`_pair_gemm`) instead of an O(n^4) einsum loop."""
+    lead = "..." if batched else ""
+    seen: dict = {}
+    for spec in _slice_specs(in_pattern, out_pattern, coherent_only, batched):
+        ins, out = spec.split("->")
+        first, *ws = ins.split(",")
+        key = (first, tuple(sorted(ws)), out)
+        seen[key] = seen.get(key, 0) + 1
+    plan = []
+    for (first, ws, out), count in seen.items():
+        spec = ",".join((first, *ws)) + "->" + out
+        letters = out[len(lead):]
+        pair = None
+        in_axes = first[len(lead):]
+        if len(letters) == 2:
+            by_out = {o: sorted(w[-1] for w in ws if w[len(lead)] == o) for o in letters}
+            if all(by_out[o] == sorted(in_axes) for o in letters):
+                pair = True
+        plan.append((spec, count, pair))
+    return tuple(plan)
+
+
+#: Entries of one block of the factor matrix of :func:`_pair_gemm` (32 MB in float64).
+_PAIR_CHUNK_ENTRIES = 1 << 22
+
+
+def _pair_gemm(S, W, pair, lead: int):
+    """``out[a, b] = sum_{i..} S[i..] prod_i W[a, i] prod_i W[b, i]`` (every input axis once
+    per output neuron) as products of (n_out x n^k) matrices, in chunks of the first input
+    axis so that no block exceeds about 32 MB. Returns the array and its FLOPs."""
+    k = S.ndim - lead
+    n_out, n = W.shape[-2], W.shape[-1]
+    if k == 1:
+        F = W                                              # (..., n_out, n)
+        return (F * S[..., None, :]) @ F.swapaxes(-1, -2), 2 * n_out * n_out * n * (
+            math.prod(S.shape[:lead]) or 1) + math.prod(F.shape)
+    rows = max(1, _PAIR_CHUNK_ENTRIES // (n_out * n ** (k - 1)))  # first-axis chunk
+    out = None
+    rest = math.prod(W.shape[:-2]) or 1
+    flops = 0
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        # F[..., a, c, d, ...] = W[a, c] W[a, d] ... for c in the chunk (S's axis order)
+        F = W[..., :, lo:hi]
+        for j in range(1, k):
+            F = F[..., None] * W.reshape(W.shape[:-1] + (1,) * j + (n,))
+        F = F.reshape(W.shape[:-2] + (n_out, -1))
+        chunk = S[(slice(None),) * lead + (slice(lo, hi),)]
+        G = F * chunk.reshape(S.shape[:lead] + (1, -1))
+        part = G @ F.swapaxes(-1, -2)
+        out = part if out is None else out + part  # (jax arrays are immutable)
+        flops += rest * (2 * n_out * n_out * F.shape[-1] + 2 * n_out * F.shape[-1] * k)
+    return out, flops
+
+
 def _mask_coincident(arr: np.ndarray, lead: int = 0) -> np.ndarray:
     """Zero the entries where two neuron axes (those after the first ``lead``) take the same
     neuron (they belong to coarser patterns)."""
@@ -368,12 +429,22 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
             acc = np.zeros(shape) if xp is np else xp.zeros(shape, dtype=W.dtype,
                                                             device=device_of(W))
             for p, arr in masked.items():
-                for spec in _slice_specs(p, q, coherent_only, lead > 0):
+                for spec, count, pair in _slice_plan(p, q, coherent_only, lead > 0):
                     ops = (arr,) + (W,) * d
-                    flops += einsum_flops(spec, *ops)
+                    if pair is not None:
+                        term, f = _pair_gemm(arr, W, pair, lead)
+                    else:
+                        f = einsum_flops(spec, *ops)
+                        # numpy picks the order greedily; torch and jax with opt_einsum
+                        term = (np.einsum(spec, *ops, optimize="greedy") if xp is np else
+                                xp.einsum(spec, *ops))
+                    flops += f
+                    if count != 1:  # placements that are the same contraction: done once
+                        term = count * term
+                        flops += math.prod(term.shape)
                     if xp is np:
-                        acc += np.einsum(spec, *ops, optimize="greedy")
-                    else:  # torch and jax choose the contraction order with opt_einsum
-                        acc = acc + xp.einsum(spec, *ops)
+                        acc += term
+                    else:
+                        acc = acc + term
             out.slices[d][q] = acc
     return out, flops
