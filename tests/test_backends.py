@@ -108,15 +108,6 @@ def assert_close(got, ref, rtol, what):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * scale, err_msg=what)
 
 
-@pytest.fixture
-def jax_x64():
-    jax = pytest.importorskip("jax")
-    old = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", True)
-    yield jax
-    jax.config.update("jax_enable_x64", old)
-
-
 @pytest.fixture(scope="module")
 def torch():
     return pytest.importorskip("torch")
