@@ -11,21 +11,10 @@ Run: python bench/bench_gpu.py [--quick]
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
-
+# the batched bench's timing (bench/ is on sys.path when a script here runs)
+from bench_batched import median_wall
 from symscale.cumulants import RandomMLP, monte_carlo, propagate
-
-
-def median_wall(fn, repeats: int = 3) -> float:
-    fn()  # warm-up: caches, CUDA context, kernels
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def main():
@@ -55,8 +44,9 @@ def main():
           + " | speed-up over numpy |")
     print("|---|---|" + "---|" * len(targets) + "---|")
     for name, fn in work.items():
-        base = median_wall(fn)
-        walls = [median_wall(lambda b=b, d=d: fn(backend=b, device=d)) for b, d in targets]
+        base = median_wall(fn, repeats=3)
+        walls = [median_wall(lambda b=b, d=d: fn(backend=b, device=d), repeats=3)
+                 for b, d in targets]
         best = min(walls)
         print(f"| {name} | {base:.3f} | " + " | ".join(f"{w:.3f}" for w in walls)
               + f" | {base / best:.2f} ({targets[walls.index(best)][1]}) |")

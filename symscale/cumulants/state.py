@@ -327,7 +327,7 @@ def _slice_plan(in_pattern, out_pattern, coherent_only=False, batched=False):
 _PAIR_CHUNK_ENTRIES = 1 << 22
 
 
-def _pair_gemm(S, W, pair, lead: int):
+def _pair_gemm(S, W, lead: int):
     """``out[a, b] = sum_{i..} S[i..] prod_i W[a, i] prod_i W[b, i]`` (every input axis once
     per output neuron) as products of (n_out x n^k) matrices, in chunks of the first input
     axis so that no block exceeds about 32 MB. Returns the array and its FLOPs."""
@@ -432,7 +432,7 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
                 for spec, count, pair in _slice_plan(p, q, coherent_only, lead > 0):
                     ops = (arr,) + (W,) * d
                     if pair is not None:
-                        term, f = _pair_gemm(arr, W, pair, lead)
+                        term, f = _pair_gemm(arr, W, lead)
                     else:
                         f = einsum_flops(spec, *ops)
                         # numpy picks the order greedily; torch and jax with opt_einsum

@@ -36,7 +36,7 @@ def test_pair_gemm_equals_the_einsum(batched, monkeypatch):
             if pair]
     assert used and sum(count for _, count in used) == 2
     for spec, _ in used:
-        got, flops = _pair_gemm(S, W, True, len(lead))
+        got, flops = _pair_gemm(S, W, len(lead))
         want = np.einsum(spec, S, *(W,) * 4)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
         assert flops > 0
@@ -48,7 +48,7 @@ def test_pair_gemm_equals_the_einsum(batched, monkeypatch):
     for k, spec in ((1, f"{e}c,{e}ac,{e}bc->{e}ab"),
                     (3, f"{e}cde,{e}ac,{e}ad,{e}ae,{e}bc,{e}bd,{e}be->{e}ab")):
         T = rng.standard_normal(lead + (n,) * k)
-        got, _ = _pair_gemm(T, W, True, len(lead))
+        got, _ = _pair_gemm(T, W, len(lead))
         want = np.einsum(spec, T, *(W,) * (2 * k))
         np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12 * np.abs(want).max())
 
