@@ -183,6 +183,7 @@ def _smooth_drift_expr(act: Activation):
     return sp.factor(moments[2]), taylor[2], taylor[3]
 
 
+@lru_cache(maxsize=256)  # Formulas are immutable: a sweep over a reuses one per value
 def _smooth_drift(act: Activation, a):
     body, phi2, phi3 = _smooth_drift_expr(act)
     std = standardize(act)  # what the shaped network applies (act itself in standard form)
@@ -238,6 +239,7 @@ def _stable(expr):
         and sp.expand(e.base - (q11 * q22 - q12**2)) == 0, lambda e: sp.sqrt(D))
 
 
+@lru_cache(maxsize=256)  # as _smooth_drift: one Formula (and its lambdified code) per value
 def _relu_drift(cp, cm):
     expr = _relu_drift_expr()
     subs, variables = {}, list(_V_VARS)

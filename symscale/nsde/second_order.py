@@ -279,18 +279,34 @@ def _drift_parts(g):
     return off, diag
 
 
+def _scale_and_shape(g):
+    """g = scale * shape with a number ``scale`` and a ``shape`` free of numeric factors.
+
+    A drift's parameters enter as one numeric factor ((c_+ - c_-)^2, 1/a^2), so every value of
+    them shares one shape and one set of lambdified derivatives (a sweep over a or c derives
+    once, not once per point)."""
+    scale, rest = g.as_independent(*_QS, as_Add=False)
+    content, shape = rest.as_content_primitive()
+    scale = scale * content
+    if not scale.is_number or scale == 0:
+        return sp.S.One, g
+    return scale, shape
+
+
 def _drift_atoms(P, V, g):
     """{("b", p): value, ("db", p, q): ..., ("ddb", p, q, r): ...} of one drift component."""
-    off, diag = _drift_parts(g)
+    scale, shape = _scale_and_shape(g)
+    off, diag = _drift_parts(shape)
+    c = float(scale)
     out = {}
     with np.errstate(all="ignore"):
         for p in _pairs(P):
             a, b = p
             if a == b:
-                h = [float(f(V[a, a])) for f in diag]
+                h = [c * float(f(V[a, a])) for f in diag]
                 out[("b", p)], out[("db", p, p)], out[("ddb", p, p, p)] = h
                 continue
-            vals = [float(np.broadcast_to(f(V[a, a], V[a, b], V[b, b]), ())) for f in off]
+            vals = [c * float(np.broadcast_to(f(V[a, a], V[a, b], V[b, b]), ())) for f in off]
             deps = _deps(p)
             out[("b", p)] = vals[0]
             for q, x in zip(deps, vals[1:4]):

@@ -13,6 +13,7 @@ from symscale.nsde import (drift, evidence_first_order, generator, generator_num
                            gram_symbols, shaped, shaped_relu)
 from symscale.nsde.bayes import _evidence_terms, _log_lik, drift_matrix
 from symscale.nsde._second_order_chain import _slope_rates
+import symscale.nsde.second_order as so_module
 from symscale.nsde.second_order import (check_second_order,
                                         evidence_second_order, first_order_horizon,
                                         log_evidence_second_order_formula)
@@ -104,6 +105,30 @@ def test_formula_equals_fast_path_and_first_order():
         assert abs(getattr(got, k) - getattr(ref, k)) <= 1e-12 * (1 + abs(getattr(ref, k)))
     assert ref.slope == pytest.approx(evidence_first_order(X, Y, "tanh", 3.0, a=1.3).total,
                                       rel=1e-14)
+
+
+@pytest.mark.parametrize("act, grid", [
+    ("tanh", [{"a": a} for a in (0.3, 0.7, 1.3, 2.9)]),
+    ("relu", [{"c_plus_value": c, "c_minus_value": -c / 3} for c in (0.2, 0.5, 1.1, 2.0)])])
+def test_a_parameter_sweep_derives_the_drift_once(act, grid):
+    """The drift's parameters are one numeric factor: every value shares one set of lambdified
+    derivatives, and the atoms equal those of the drift lambdified with the value in it."""
+    X, Y = _data(3, 8)
+    V = X @ X.T / X.shape[1]
+    evidence_second_order(X, Y, act, 2.0, **grid[0])
+    before = so_module._drift_parts.cache_info().misses
+    for params in grid:
+        evidence_second_order(X, Y, act, 2.0, **params)
+        g = drift(act, **params).expr
+        got = so_module._drift_atoms(3, V, g)
+        off, diag = so_module._drift_parts.__wrapped__(g)  # the old way: one per value
+        a, b = 0, 1
+        ref = [float(f(V[a, a], V[a, b], V[b, b])) for f in off]
+        assert got[("b", (a, b))] == pytest.approx(ref[0], rel=1e-13)
+        assert got[("ddb", (a, b), (a, b), (b, b))] == pytest.approx(ref[-2], rel=1e-13)
+        h = [float(f(V[2, 2])) for f in diag]
+        assert got[("ddb", (2, 2), (2, 2), (2, 2))] == pytest.approx(h[2], rel=1e-13)
+    assert so_module._drift_parts.cache_info().misses == before
 
 
 def test_batched_rate_equals_first_order_closed_form():
