@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from functools import lru_cache
 
 import mpmath
 import numpy as np
@@ -520,7 +521,11 @@ def depth_limit(activation="relu") -> DepthLimit:
     >>> lim.beta, lim.gamma, lim.epsilon, lim.exponent
     (1/(3*pi), 1/pi, 1/(6*pi**2), 3)
     """
-    activation = as_activation(activation)
+    return _depth_limit(as_activation(activation))
+
+
+@lru_cache(maxsize=32)  # a few seconds of sympy series; DepthLimit and its Formulas are frozen
+def _depth_limit(activation) -> DepthLimit:
     try:
         k1, k0 = _normalized_kernels(activation)
         beta, gamma, epsilon = _series_coefficients(k1, k0)

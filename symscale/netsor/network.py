@@ -198,7 +198,10 @@ def layer_dims(G, order, par, width):
 def nonfinite(node, what, arr, n):
     """Raise a typed error for non-finite values of ``node`` (an (..., P) array, last axis the
     inputs): OverflowError for infinities only, FloatingPointError when a NaN is present."""
-    if not isinstance(arr, np.ndarray) and hasattr(arr, "shape"):  # a device array
+    if type(arr) is np.ndarray:  # the common case, once per node per network: one pass
+        if np.isfinite(arr).all():
+            return
+    elif hasattr(arr, "shape"):  # a device array
         xp = namespace(arr)
         if bool(xp.all(xp.isfinite(arr))):
             return

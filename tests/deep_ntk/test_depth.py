@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+import symscale as ss
 from symscale.deep_ntk import (PrecisionWarning, angle_asymptotics, correction_fit, depth_limit,
                                normalized_ntk, phase_limit)
 from symscale.kernels import mlp_kernels
@@ -71,6 +72,9 @@ def test_depth_limit_is_derived_exactly():
     # the angle asymptotics of the note: theta_h ~ 3 pi / (h + 3/2 ln h)
     h = sp.Symbol("h", positive=True)
     assert sp.simplify(angle_asymptotics("relu") - 3 * sp.pi / (h + sp.Rational(3, 2) * sp.log(h))) == 0
+    # derived once per activation (seconds of sympy series), whatever names it
+    assert depth_limit("relu") is lim and depth_limit(ss.activation("relu")) is lim
+    assert depth_limit("leaky_relu") is not lim
 
 
 def test_angle_asymptotics_matches_the_recursion():

@@ -19,6 +19,16 @@ def test_tanh_drift_is_derived():
     assert sp.simplify(b.expr - (-Vab * (Vaa + Vbb) / a_sym**2)) == 0
 
 
+def test_drifts_are_cached_per_parameter_value():
+    """One Formula per activation and value (Formulas are immutable): a sweep that asks again
+    reuses its lambdified code; another value is another Formula."""
+    b = drift("relu", c_plus_value=0.3, c_minus_value=-0.3)
+    assert drift("relu", c_plus_value=0.3, c_minus_value=-0.3) is b
+    assert drift("relu", c_plus_value=0.4, c_minus_value=-0.3) is not b
+    assert drift("tanh", a=1.5) is drift("tanh", a=1.5)
+    assert drift("tanh", a=1.5).expr == 2 * drift("tanh", a=1.5 * math.sqrt(2)).expr
+
+
 def test_generic_smooth_drift_reproduces_the_known_formula():
     """The derivation for phi = x + phi2 x^2/2 + phi3 x^3/6 gives the textbook drift."""
     phi2, phi3 = sp.symbols("phi2 phi3", real=True)
