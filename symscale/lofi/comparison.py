@@ -155,8 +155,8 @@ class Comparison(ResultDisplay):
 
 
 def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
-            methods=("lofi", "rf_same", "rf_wide", "nngp", "mlp"), mlp_steps: int = 400
-            ) -> Comparison:
+            methods=("lofi", "rf_same", "rf_wide", "nngp", "mlp"), mlp_steps: int = 400,
+            mlp_width: int = 512) -> Comparison:
     """Run every method for every training size and seed.
 
     Parameters
@@ -168,6 +168,30 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
     lofi_layers : sequence of (P, k)
         LoFi's layers; ``rf_same`` uses ``k`` of the last layer random features, ``rf_wide``
         the first layer's ``P``.
+    n_test : int
+        Test points per draw.
+    methods : sequence of str
+        Any of ``"lofi"``, ``"rf_same"``, ``"rf_wide"``, ``"nngp"``, ``"mlp"``.
+    mlp_steps, mlp_width : int
+        Gradient-descent steps and hidden width of the MLP baseline
+        (:func:`early_stopped_mlp`); a width other than 512 is named in its row.
+
+    Returns
+    -------
+    Comparison
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def data(n, m, seed):
+    ...     rng = np.random.default_rng(seed)
+    ...     X = rng.standard_normal((n + m, 4))
+    ...     y = np.sign(X[:, 0] + 0.1)
+    ...     return X[:n], y[:n], X[n:], y[n:]
+    >>> res = compare(data, [40], [0, 1], lofi_layers=((60, 4),), n_test=50,
+    ...               methods=("rf_same", "mlp"), mlp_steps=20, mlp_width=32)
+    >>> sorted(res.acc)
+    ['MLP (width 32), GD + early stopping', 'lazy RF, 4 features']
     """
     if not callable(data):
         raise TypeError(f"data must be a callable data(n_train, n_test, seed), got "
@@ -180,6 +204,7 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
     seeds = [check_int(seed, "seeds", low=0) for seed in seeds]
     n_test = check_int(n_test, "n_test", low=1)
     mlp_steps = check_int(mlp_steps, "mlp_steps", low=0)
+    mlp_width = check_int(mlp_width, "mlp_width", low=1)
     lofi_layers = check_layers(list(lofi_layers))
     out = Comparison()
     k_last, p_first = lofi_layers[-1][1], lofi_layers[0][0]
@@ -202,8 +227,10 @@ def compare(data, sizes, seeds, lofi_layers=((1000, 50),), *, n_test: int = 800,
             if "nngp" in methods:
                 out.add("NNGP kernel ridge (depth 2)", n, score(nngp_ridge(Xtr, ytr, Xte)))
             if "mlp" in methods:
-                out.add("MLP, GD + early stopping", n,
-                        score(early_stopped_mlp(Xtr, ytr, Xte, max_steps=mlp_steps, seed=seed)))
+                label = "MLP" if mlp_width == 512 else f"MLP (width {mlp_width})"
+                out.add(f"{label}, GD + early stopping", n,
+                        score(early_stopped_mlp(Xtr, ytr, Xte, width=mlp_width,
+                                                max_steps=mlp_steps, seed=seed)))
     return out
 
 

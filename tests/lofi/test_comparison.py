@@ -50,3 +50,15 @@ def test_comparison_table_statistics():
         c.add("m", 10, v)
     mean, se = c.mean("m", 10)
     assert mean == pytest.approx(0.9) and se == pytest.approx(0.1 / math.sqrt(3))
+
+
+def test_compare_trains_the_mlp_at_the_width_it_names():
+    res = compare(digits_binary, [120], [3], n_test=200, methods=("mlp",), mlp_steps=30,
+                  mlp_width=48)
+    Xtr, ytr, Xte, yte = digits_binary(120, 200, seed=3)
+    own = np.mean(np.sign(early_stopped_mlp(Xtr, ytr, Xte, width=48, max_steps=30, seed=3)) == yte)
+    wide = np.mean(np.sign(early_stopped_mlp(Xtr, ytr, Xte, max_steps=30, seed=3)) == yte)
+    assert own != wide  # these draws tell the widths apart (0.73 against 0.825)
+    assert res.acc == {"MLP (width 48), GD + early stopping": {120: [own]}}
+    assert compare(digits_binary, [120], [3], n_test=200, methods=("mlp",), mlp_steps=30
+                   ).acc == {"MLP, GD + early stopping": {120: [wide]}}

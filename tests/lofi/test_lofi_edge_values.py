@@ -137,6 +137,10 @@ YZ = np.where(np.arange(30) % 2 == 0, 1.0, -1.0)
                          methods=("lofii",)), ValueError, "methods"),
     (lambda: cmp.compare(lambda n, m, seed: (X[:n], Y[:n], X[:m], Y[:m]), [20.5], [0],
                          methods=("rf_same",)), TypeError, "sizes"),
+    (lambda: cmp.compare(lambda n, m, seed: (X[:n], Y[:n], X[:m], Y[:m]), [20], [0],
+                         methods=("mlp",), mlp_width=0), ValueError, "mlp_width"),
+    (lambda: cmp.compare(lambda n, m, seed: (X[:n], Y[:n], X[:m], Y[:m]), [20], [0],
+                         methods=("mlp",), mlp_width=8.5), TypeError, "mlp_width"),
     (lambda: cmp.first_layer_filters(LoFi([(20, 2)]), 3), Exception, "fit"),
     (lambda: cmp.first_layer_filters(LoFiKernel([2]), 3), TypeError, "model"),
 ])
