@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -563,7 +564,32 @@ def depth_benefit(activation=None, **drift_params) -> DepthBenefit:
     ``act=None`` gives the generic smooth activation in ``phi2 = phi''(0)``,
     ``phi3 = phi'''(0)`` and ``a``; a two-slope activation gives the shaped ReLU in
     ``c_plus, c_minus``, with ``threshold`` the critical ``(c_plus - c_minus)^2``.
+
+    Derived once per activation and parameters (a few seconds of simplification; the result
+    and its Formulas are immutable).
+
+    Examples
+    --------
+    >>> crit = depth_benefit("relu")
+    >>> [v.name for v in crit.threshold.variables]
+    ['P', 'v', 'y2', 'ybar', 's2']
+    >>> crit.holds(P=3, v=1.0, y2=1.0, ybar=1.0, s2=0.1, c_plus=1.0, c_minus=-1.0)
+    True
+    >>> depth_benefit("relu") is crit
+    True
     """
+    key = (activation, tuple(sorted(drift_params.items())))
+    try:
+        return _depth_benefit(*key)
+    except TypeError as exc:  # an unhashable argument (a drift Formula): derive it uncached
+        if "unhashable" not in str(exc):
+            raise
+        return _depth_benefit.__wrapped__(*key)
+
+
+@lru_cache(maxsize=32)
+def _depth_benefit(activation, drift_params) -> DepthBenefit:
+    drift_params = dict(drift_params)
     if activation is None:
         phi2, phi3 = sp.symbols("phi2 phi3", real=True)
         activation = make_activation("polynomial", coefficients=(0, 1, phi2 / 2, phi3 / 6))
