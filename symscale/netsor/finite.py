@@ -52,10 +52,10 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from ..activations import Activation
 from ..arrays import off_numpy, to_numpy
 from ..validation import check_bool, check_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
-from ..activations import Activation
 from .network import Network, _draw, _sample, evaluate, layer_dims, nonfinite
 from .ops import LinComb, NonLin, Readout
 from .program import (Bias, Embed, MatMul, Weight, _kinds, _parents, as_graph,
@@ -191,11 +191,12 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     dims, shapes = layer_dims(G, order, par, width)
     input_dims = {k: v.shape[1] for k, v in data.items()}
     batched = bk is None and _batchable(G)
+    n_draws = _draw_size(G, par, dims, shapes, input_dims) if batched else None
     if method == "auto":
         uses = max((G.out_degree(n) for n, d in G.nodes(data=True)
                     if isinstance(d["op"], Weight)), default=0)
         few = uses * P <= min(dims.values()) / 4
-        small = batched and _draw_size(G, par, dims, shapes, input_dims) <= BATCHED_MAX_DRAWS
+        small = batched and n_draws <= BATCHED_MAX_DRAWS
         method = "conditional" if few and not small else "explicit"
     vec = [n for n in order if kind[n] in ("G", "H")]
     outs = [n for n in order if kind[n] == "out"]
@@ -227,7 +228,7 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
 
     with tqdm(total=n_networks, disable=not progress, desc="networks") as bar:
         if method == "explicit" and batched:
-            per = _draw_size(G, par, dims, shapes, input_dims) + sum(dims[n] for n in vec) * P
+            per = n_draws + sum(dims[n] for n in vec) * P
             chunk = max(1, min(n_networks, BATCH_BYTES // (8 * per)))
             for lo in range(0, n_networks, chunk):
                 hi = min(lo + chunk, n_networks)
@@ -301,6 +302,13 @@ def _explicit_batch(G, order, par, dims, shapes, input_dims, data, P, seeds, out
              for s in seeds]
     scales = draws[0][1]
     Z = {k: np.stack([d[0][k] for d in draws]) for k in draws[0][0]}
+    eff = {}  # scaled matrices, once each (an RNN's W serves every step)
+
+    def scaled(k):
+        if k not in eff:
+            eff[k] = Z[k] * scales[k]  # elementwise, as SampledNetwork.params per network
+        return eff[k]
+
     values, outs = {}, {}
     with np.errstate(all="ignore"):
         for node in order:
@@ -308,16 +316,16 @@ def _explicit_batch(G, order, par, dims, shapes, input_dims, data, P, seeds, out
             if isinstance(op, Weight):
                 continue
             if isinstance(op, Embed):
-                values[node] = (Z[op.weight] * scales[op.weight]) @ data[op.data].T
+                values[node] = op.apply(scaled(op.weight), data[op.data])
             elif isinstance(op, Bias):
-                values[node] = np.repeat((Z[node] * scales[node])[:, :, None], P, axis=2)
-            elif isinstance(op, MatMul):
-                W = Z[p["A"]] * scales[p["A"]]
+                values[node] = op.apply(scaled(node), P)
+            elif isinstance(op, MatMul):  # MatMul.apply's W.T would reverse the network axis
+                W = scaled(p["A"])
                 values[node] = (W.swapaxes(1, 2) if op.transpose else W) @ values[p[0]]
             elif isinstance(op, Readout):
                 bias = f"{node}.bias"
-                outs[node] = (scales[node] * (Z[node] @ values[p[0]])
-                              + scales[bias] * Z[bias][:, :, None])
+                outs[node] = op.apply(Z[node], scales[node], Z[bias], scales[bias],
+                                      values[p[0]])
             else:  # LinComb, one-argument NonLin: elementwise
                 values[node] = op.apply(node, p, values, dims)
             if not np.isfinite(values[node] if node in values else outs[node]).all():

@@ -116,9 +116,10 @@ class Bias(Op):
         return rng.standard_normal((rows, 1))[:, 0], math.sqrt(self.var)
 
     def apply(self, b, P):
+        """b (..., n) -> (..., n, P): leading axes are networks (run_finite's groups)."""
         if isinstance(b, np.ndarray):
-            return np.repeat(b[:, None], P, axis=1)
-        return namespace(b).broadcast_to(b[:, None], (b.shape[0], P))  # a device array
+            return np.repeat(b[..., None], P, axis=-1)
+        return namespace(b).broadcast_to(b[..., None], (*b.shape, P))  # a device array
 
     def covariance(self, eng, a, b, other):
         if not isinstance(other, Bias):
@@ -441,9 +442,10 @@ class Readout(Op):
         return (v, math.sqrt(self.var / n)), (beta, math.sqrt(self.bias_var))
 
     def apply(self, v, scale_v, beta, scale_beta, h):
+        """v (..., dim, n), beta (..., dim), h (..., n, P) -> (..., dim, P)."""
         if not isinstance(h, np.ndarray):  # the draws are numpy's: moved to h's device
             v, beta = like(v, h), like(beta, h)
-        return scale_v * (v @ h) + scale_beta * beta[:, None]
+        return scale_v * (v @ h) + scale_beta * beta[..., None]
 
     def tangent_terms(self, tangent, c, x, slots, acc):
         if c == tangent.out:

@@ -580,11 +580,10 @@ def depth_benefit(activation=None, **drift_params) -> DepthBenefit:
     """
     key = (activation, tuple(sorted(drift_params.items())))
     try:
-        return _depth_benefit(*key)
-    except TypeError as exc:  # an unhashable argument (a drift Formula): derive it uncached
-        if "unhashable" not in str(exc):
-            raise
+        hash(key)
+    except TypeError:  # an unhashable argument: derive it uncached
         return _depth_benefit.__wrapped__(*key)
+    return _depth_benefit(*key)
 
 
 @lru_cache(maxsize=32)
