@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import blas
 
 from ._deprecation import reordered_arguments, std_to_var
 from .activations import Activation, as_activation
@@ -411,6 +410,7 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     recorded = set(times.tolist())
     # private copies, updated in place: a step allocates no new parameter arrays
     work = model.with_params([p.copy() for p in model.params])
+    buffers = [np.empty_like(W) for W in work.weights]  # the gradient products, reused
     keep = len(times) * (X if X_eval is None else X_eval).shape[0] * work.widths[-1] * 8
     keep = keep < _FEATURE_BYTES
     h0, rows, losses, features = None, [], [], []
@@ -428,29 +428,29 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
                 features += [H_e[-1]] if keep else []
                 losses.append(loss)
             if k < steps:
-                _gd_step(work, G, H, r, lr)
+                _gd_step(work, G, H, r, lr, buffers)
     return TrainingRun(work, np.array(losses), h0, np.array(features) if keep else None,
                        _movement(times, lr, rows))
 
 
-def _gd_step(model: NTKMLP, G, H, r, lr):
+def _gd_step(model: NTKMLP, G, H, r, lr, buffers):
     """theta <- theta - lr grad, in place; lr is folded into the (N, n) deltas before the matmul."""
     deltas = model._backward(G, r)
     step_readout = (lr / math.sqrt(model.widths[-1])) * (H[-1].T @ r)
-    for l, (W, delta) in enumerate(zip(model.weights, deltas)):
-        _subtract_outer(W, (lr * model._scale(l)) * delta, H[l])
+    for l, (W, delta, buf) in enumerate(zip(model.weights, deltas, buffers)):
+        _subtract_outer(W, (lr * model._scale(l)) * delta, H[l], buf)
     np.subtract(model.readout, step_readout, out=model.readout)  # in place (frozen dataclass)
 
 
-def _subtract_outer(W, A, B):
-    """``W -= A^T B`` in place for a C-ordered W and thin A (N, n_out), B (N, n_in).
+def _subtract_outer(W, A, B, buf):
+    """``W -= A^T B`` in place through the preallocated ``buf`` (W's shape).
 
-    BLAS gemm with beta = 1 on the Fortran-ordered view W^T needs no (n x n) temporary, which
-    is several times faster than numpy's ``W -= A.T @ B`` at large width.
+    numpy's own BLAS only: calling scipy's BLAS between numpy's products made two OpenBLAS
+    thread pools compete for the cores (measured 5x slower on 2 cores at width 256), and a
+    reused buffer avoids paging in a fresh (n x n) temporary at every step.
     """
-    out = blas.dgemm(alpha=-1.0, a=B, b=A, beta=1.0, c=W.T, trans_a=1, overwrite_c=1)
-    if not np.shares_memory(out, W):  # BLAS had to copy (never for our own C-ordered copies)
-        W[...] = out.T
+    np.matmul(A.T, B, out=buf)
+    np.subtract(W, buf, out=W)
 
 
 def feature_movement(run: TrainingRun) -> FeatureMovement:

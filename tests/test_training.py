@@ -142,6 +142,27 @@ def test_loss_decreases_and_records_are_consistent():
     assert np.array_equal(model.params[0], NTKMLP.init(2, d_in=4, width=64, seed=1).params[0])  # untouched
 
 
+def test_one_step_equals_a_step_along_the_backprop_gradient(tiny):
+    # the in-place update (numpy's BLAS into a reused buffer) against W - lr * grad
+    model, X, Y = tiny
+    lr = 0.3
+    f, G, H = model._forward(X)
+    deltas = model._backward(G, f - Y)
+    expected = [W - lr * model._scale(l) * d.T @ H[l]
+                for l, (W, d) in enumerate(zip(model.weights, deltas))]
+    stepped = train_gd(model, X, Y, lr=lr, steps=1).model
+    for W, E in zip(stepped.weights, expected):
+        np.testing.assert_allclose(W, E, rtol=1e-13, atol=1e-15)
+
+
+def test_training_never_calls_scipys_blas():
+    # scipy's and numpy's OpenBLAS are separate libraries with separate thread pools:
+    # alternating them in the GD loop made them fight for the cores (5x slower on 2 cores)
+    import inspect
+
+    assert "scipy.linalg" not in inspect.getsource(training)
+
+
 def test_large_runs_keep_metrics_but_not_features(tiny, monkeypatch):
     model, X, Y = tiny
     stored = train_gd(model, X, Y, lr=0.1, steps=4)
