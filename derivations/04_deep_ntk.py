@@ -72,8 +72,9 @@ def _depth_limit(section, quick):
                  f"${latex(A)}\\ln 10 = {float(A) * np.log(10):.3f}$ per decade).")
     colors = {0.0: "C0", 0.5: "C1", 0.9: "C2"}  # one colour per input correlation
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    for r, c in colors.items():
-        vals = np.array([float(normalized_ntk(r, int(L))) for L in depths])
+    rhos = np.array(list(colors))
+    values = np.array([normalized_ntk(rhos, int(L)) for L in depths])  # (depths, rhos)
+    for vals, (r, c) in zip(values.T, colors.items()):
         axes[0].semilogx(depths, vals, color=c, label=f"$\\rho_0 = {r:g}$")
         axes[1].semilogx(depths, depths * (vals - 0.25), color=c, label=f"$\\rho_0 = {r:g}$")
     axes[0].axhline(0.25, color="k", ls="--", label="limit $1/4$")

@@ -181,7 +181,17 @@ def _series_terms(theta_max: float, c: float) -> int:
 
 
 def _float_ntk(r, depth, a, b, half_sin=None, half_cos=None):
-    """The recursion with preallocated buffers.
+    """``(Theta-bar, theta)`` at ``depth``: the last value of :func:`_float_ntk_path`."""
+    for out in _float_ntk_path(r, (depth,), a, b, half_sin, half_cos):
+        pass
+    return out
+
+
+def _float_ntk_path(r, depths, a, b, half_sin=None, half_cos=None):
+    """Yield ``(Theta-bar, theta)`` at each of the increasing ``depths``, in one pass: the
+    value at depth L is bit for bit that of a separate run to L (the same operations).
+
+    The recursion with preallocated buffers.
 
     At 10^4 values a layer is ~15 ufunc calls and memory-bound, so the small-angle path keeps
     ``S = sin^2(theta/2) = (1 - rho)/2`` itself as the state (the next ``S`` is ``S`` minus the
@@ -216,7 +226,14 @@ def _float_ntk(r, depth, a, b, half_sin=None, half_cos=None):
     t2, acc = np.empty_like(r), np.empty_like(r)
     S = None
     terms = len(_G_COEFFS)
-    for h in range(depth):
+    wanted = iter(depths)
+    target = next(wanted)
+    for h in range(depths[-1] + 1):
+        if h == target:  # h layers done
+            yield (ntk / (h + 1)).reshape(shape), theta.reshape(shape).copy()
+            target = next(wanted, None)
+            if target is None:
+                return
         if S is None:
             if theta.max() >= 0.1:
                 if far.size:
@@ -257,7 +274,6 @@ def _float_ntk(r, depth, a, b, half_sin=None, half_cos=None):
         np.sqrt(S, out=theta)
         np.arcsin(theta, out=theta)
         theta *= 2.0
-    return (ntk / (depth + 1)).reshape(shape), theta.reshape(shape)
 
 
 def _float_error_bound(depth, value):
@@ -601,22 +617,9 @@ def correction_fit(rho0: float, depths, activation="relu") -> CorrectionFit:
 
 
 def _values_at(r, depths, a, b):
-    """Theta-bar at every requested depth from one pass of the angle recursion."""
-    w = (a - b) ** 2 / (a * a + b * b)
-    theta, half_sin, far, half_cos = _initial_angle(np.array([r]))
-    ntk = np.array([r])
-    out = []
-    want = set(int(d) for d in depths)
-    for h in range(1, int(depths[-1]) + 1):
-        if far.size:  # rho < 0: the angle near pi needs cos(theta/2) as well
-            theta, half_sin, half_cos, one_minus, k0 = _far_step(theta, half_sin, half_cos, w)
-            far = far[half_sin > half_cos]
-        else:
-            theta, half_sin, one_minus, k0 = _step(theta, half_sin, w)
-        ntk = ntk * k0 + (1 - one_minus)
-        if h in want:
-            out.append(float(ntk[0]) / (h + 1))
-    return np.array(out)
+    """Theta-bar at every requested (increasing) depth from one pass of the angle recursion."""
+    path = _float_ntk_path(np.array([float(r)]), tuple(int(d) for d in depths), a, b)
+    return np.array([float(v[0]) for v, _ in path])
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from ..families import is_relu
 from ..kernels.recursions import mlp_kernels
 from ..linalg import row_norms
 from ..validation import check_array, check_bool, check_int, check_real
-from .depth import _float_ntk, _step
+from .depth import _float_ntk_path, _step
 
 __all__ = ["ntk_matrix", "limit_matrix", "spectrum_vs_depth", "depth_scale",
            "gradient_flow_predictor", "test_error_grid", "DepthSpectrum", "DepthScale",
@@ -132,7 +132,13 @@ def ntk_matrix(X, depth, activation="relu", normalized=True, normalize=False):
     X = _sphere_inputs(X, "X", normalize)
     depth = _check_depth(depth, "depth")
     normalized = check_bool(normalized, "normalized")
-    act = as_activation(activation)
+    return next(_ntk_matrices(X, (depth,), as_activation(activation), normalized))
+
+
+def _ntk_matrices(X, depths, act, normalized=True):
+    """Yield the NTK Gram matrix of validated unit rows X at each of the increasing
+    ``depths``; ReLU runs the angle recursion once, to the last depth (cost max(depths)
+    layers, not their sum), with the values of separate runs bit for bit."""
     # identical inputs must give identical rows and columns, bit for bit: the kernel is
     # computed once per distinct row and copied (+ 0.0 makes -0.0 and 0.0 one input)
     _, first, inv = np.unique(X + 0.0, axis=0, return_index=True, return_inverse=True)
@@ -140,21 +146,33 @@ def ntk_matrix(X, depth, activation="relu", normalized=True, normalize=False):
     if duplicated:
         X = X[first]
     if is_relu(act.family):  # any registration of max(x, 0), not only the name "relu"
-        theta = _relu_ntk(X, depth)
-        if not normalized:
-            theta *= depth + 1
+        matrices = zip(depths, _relu_ntk(X, depths))
     else:
-        _, theta = mlp_kernels(X * np.sqrt(X.shape[1] / 2.0), depth, act,
-                               weight_var=2.0, bias_var=0.0, ntk=True)
-        if normalized:
+        matrices = ((L, mlp_kernels(X * np.sqrt(X.shape[1] / 2.0), L, act, weight_var=2.0,
+                                    bias_var=0.0, ntk=True)[1]) for L in depths)
+    for L, theta in matrices:
+        if is_relu(act.family):
+            if not normalized:
+                theta *= L + 1
+        elif normalized:
             s = np.sqrt(np.diag(theta))
             theta = theta / np.multiply.outer(s, s)
             np.fill_diagonal(theta, 1.0)  # exact: the normalized diagonal is 1 by definition
-    return theta[np.ix_(inv.ravel(), inv.ravel())] if duplicated else theta
+        yield theta[np.ix_(inv.ravel(), inv.ravel())] if duplicated else theta
 
 
-def _relu_ntk(X, depth):
-    """Normalized ReLU NTK of distinct rows: the angle recursion on the upper triangle.
+def _by_depth(X, depths, activation):
+    """Yield ``(rows of depths equal to L, normalized NTK at L)`` for the distinct L in
+    increasing order, from one pass of the recursion (cost max(depths) layers)."""
+    distinct = np.unique(depths)
+    matrices = _ntk_matrices(X, tuple(int(L) for L in distinct), as_activation(activation))
+    for L, K in zip(distinct, matrices):
+        yield np.flatnonzero(depths == L), K
+
+
+def _relu_ntk(X, depths):
+    """Yield the normalized ReLU NTK of distinct rows at each of the increasing ``depths``:
+    the angle recursion on the upper triangle, in one pass.
 
     The rows are projected onto the sphere (the normalized NTK of a bias-free ReLU network
     depends on the angle only), and the angle of a close pair comes from
@@ -165,7 +183,9 @@ def _relu_ntk(X, depth):
     """
     n = X.shape[0]
     if n == 1:
-        return np.ones((1, 1))
+        for _ in depths:
+            yield np.ones((1, 1))
+        return
     U = X / row_norms(X)[:, None]
     i, j = np.triu_indices(n, 1)
     rho = np.clip((U @ U.T)[i, j], -1.0, 1.0)
@@ -181,12 +201,13 @@ def _relu_ntk(X, depth):
         a, b = U[i[k]], U[j[k]]
         half = np.arctan2(row_norms(a - b), row_norms(a + b))
         half_sin[k], half_cos[k] = np.sin(half), np.cos(half)
-    values, _ = _float_ntk(rho, depth, 0.0, 1.0, half_sin=half_sin, half_cos=half_cos)
-    theta = np.empty((n, n))
-    theta[i, j] = values
-    theta[j, i] = values
-    np.fill_diagonal(theta, 1.0)
-    return theta
+    for values, _ in _float_ntk_path(rho, depths, 0.0, 1.0, half_sin=half_sin,
+                                     half_cos=half_cos):
+        theta = np.empty((n, n))
+        theta[i, j] = values
+        theta[j, i] = values
+        np.fill_diagonal(theta, 1.0)
+        yield theta
 
 
 def limit_matrix(n):
@@ -242,12 +263,11 @@ def spectrum_vs_depth(X, depths, activation="relu", norm="spectral", normalize=F
     limit = limit_matrix(n)
     eig = np.empty((len(depths), n))
     dist = np.empty(len(depths))
-    for row, L in enumerate(depths):  # each depth restarts the recursion: cost sum(depths)
-        K = ntk_matrix(X, int(L), activation)
-        eig[row] = np.linalg.eigvalsh(K)[::-1]
+    for rows, K in _by_depth(X, depths, activation):
+        eig[rows] = np.linalg.eigvalsh(K)[::-1]
         # K - limit is symmetric: its spectral norm is its largest |eigenvalue|
-        dist[row] = (np.abs(np.linalg.eigvalsh(K - limit)).max() if norm == "spectral"
-                     else np.linalg.norm(K - limit))
+        dist[rows] = (np.abs(np.linalg.eigvalsh(K - limit)).max() if norm == "spectral"
+                      else np.linalg.norm(K - limit))
     return DepthSpectrum(depths, eig, eig[:, -1].copy(), dist)
 
 
@@ -458,11 +478,10 @@ def test_error_grid(X_train, Y_train, X_test, Y_test, depths, times, lr=1.0,
     X = np.vstack([X_train, X_test])
     mse = np.empty((len(depths), len(times)))
     lam_min = np.empty(len(depths))
-    for row, L in enumerate(depths):
-        K = ntk_matrix(X, int(L), activation)
-        lam_min[row] = np.linalg.eigvalsh(K[:n, :n])[0]
+    for rows, K in _by_depth(X, depths, activation):
+        lam_min[rows] = np.linalg.eigvalsh(K[:n, :n])[0]
         f = gradient_flow_predictor(K[:n, :n], K[n:, :n], Y_train, times, lr).f_test
-        mse[row] = _mse(f, Y_test)
+        mse[rows] = _mse(f, Y_test)
     f_lim = gradient_flow_predictor(limit_matrix(n), np.full((m, n), 0.25), Y_train, times,
                                     lr).f_test
     return TestErrorGrid(depths, times, mse, _mse(f_lim, Y_test), lam_min,

@@ -250,6 +250,32 @@ def test_error_grid_depth_and_time():
     assert np.all(np.diff(g.lambda_min) > 0)
 
 
+@pytest.mark.parametrize("activation", ["relu", "erf"])
+def test_depth_sweeps_run_the_recursion_once_with_the_values_of_separate_runs(activation,
+                                                                              monkeypatch):
+    # unsorted depths with a repeat and a duplicated input row: bit for bit ntk_matrix's
+    Xtr, Ytr, Xte, Yte = ds.sphere_regression(12, 6, d=3, seed=2)
+    Xtr[5] = Xtr[2]
+    depths, times = [30, 1, 300, 30, 7], [0.5, 50.0]
+    X = np.vstack([Xtr, Xte])
+    separate = {L: sp.ntk_matrix(X, L, activation) for L in set(depths)}
+    passes = []
+    real = sp._float_ntk_path
+    monkeypatch.setattr(sp, "_float_ntk_path",
+                        lambda *a, **k: passes.append(a[1]) or real(*a, **k))
+    g = sp.test_error_grid(Xtr, Ytr, Xte, Yte, depths, times, activation=activation)
+    s = sp.spectrum_vs_depth(X, depths, activation=activation)
+    if activation == "relu":
+        assert passes == [(1, 7, 30, 300)] * 2  # one pass to the deepest, per call
+    n = len(Xtr)
+    for row, L in enumerate(depths):
+        K = separate[L]
+        flow = sp.gradient_flow_predictor(K[:n, :n], K[n:, :n], Ytr[:, None], times).f_test
+        assert np.array_equal(g.mse[row], sp._mse(flow, Yte[:, None]))
+        assert g.lambda_min[row] == np.linalg.eigvalsh(K[:n, :n])[0]
+        assert np.array_equal(s.eigenvalues[row], np.linalg.eigvalsh(K)[::-1])
+
+
 def test_error_grid_rejects_bad_inputs():
     Xtr, Ytr, Xte, Yte = ds.sphere_regression(10, 5, d=3, seed=0)
     with pytest.raises(ValueError, match="^X_train must have unit-norm rows"):
