@@ -233,6 +233,31 @@ class Cumulants:
         return total + sum(a.nbytes for s in self.slices.values() for a in s.values())
 
 
+def _merged_powers(spec: str, first, powers: dict):
+    """``(spec', operands', flops)``: the contraction ``first, W, W, ... -> out`` with each
+    repeated W operand (the same subscripts k times) replaced by the elementwise power W**k,
+    taken from (and added to) ``powers``. ``ac,ac`` as one ``W*W`` operand is an elementwise
+    product instead of a pass of einsum's generic loop, and it is shared by every contraction
+    of the linear step; the FLOPs count the powers made here."""
+    ins, out = spec.split("->")
+    head, *ws = ins.split(",")
+    counts: dict = {}
+    for w in ws:
+        counts[w] = counts.get(w, 0) + 1
+    made = len(powers)
+
+    def power(k):
+        if k not in powers:  # by squaring: W**4 = (W*W)**2
+            powers[k] = power(k // 2) * power(k - k // 2)
+        return powers[k]
+
+    for k in counts.values():
+        power(k)
+    flops = (len(powers) - made) * math.prod(powers[1].shape)
+    merged = ",".join((head, *counts)) + "->" + out
+    return merged, (first, *(powers[k] for k in counts.values())), flops
+
+
 def einsum_flops(spec: str, *operands) -> int:
     """FLOPs of an ``einsum`` under numpy's greedy path (2 per multiply-add of a contraction)."""
     key = (spec, tuple(tuple(o.shape) for o in operands))
@@ -421,6 +446,7 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
             else:
                 T = xp.tensordot(T, W, axes=([0], [1]))
         out.full[d] = T
+    powers = {1: W}  # elementwise powers of W, shared by the slice contractions below
     for d, pats in c.slices.items():
         masked = {p: _mask_coincident(a, lead) for p, a in pats.items()}
         out.slices[d] = {}
@@ -434,10 +460,11 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
                     if pair is not None:
                         term, f = _pair_gemm(arr, W, lead)
                     else:
-                        f = einsum_flops(spec, *ops)
+                        merged, mops, f = _merged_powers(spec, arr, powers)
+                        f += einsum_flops(merged, *mops)
                         # numpy picks the order greedily; torch and jax with opt_einsum
-                        term = (np.einsum(spec, *ops, optimize="greedy") if xp is np else
-                                xp.einsum(spec, *ops))
+                        term = (np.einsum(merged, *mops, optimize="greedy") if xp is np else
+                                xp.einsum(merged, *mops))
                     flops += f
                     if count != 1:  # placements that are the same contraction: done once
                         term = count * term

@@ -348,8 +348,11 @@ def _exact(parts, mean, sd, k_max, p_max):
     w[0, 0] = 1.0
     J = max(max(poly.degree(), 0) for *_, poly in parts) * p_max
     ends = sorted({e for lo, hi, _ in parts for e in (lo, hi) if e.is_finite}, key=float)
-    right = {c: _partial_moments(float(c) - mean, sd, J) for c in ends}  # E[(G - c)_+^m]
-    left = {c: _partial_moments(mean - float(c), sd, J) for c in ends}   # E[(c - G)_+^m]
+    # E[(G - c)_+^m] and E[(c - G)_+^m] at every end, in one call: one recursion loop
+    d = np.concatenate([s * (float(c) - mean) for c in ends for s in (1.0, -1.0)] or [mean[:0]])
+    S = _partial_moments(d, np.tile(sd, 2 * len(ends)), J).reshape(J + 1, len(ends), 2, n)
+    right = {c: S[:, k, 0] for k, c in enumerate(ends)}
+    left = {c: S[:, k, 1] for k, c in enumerate(ends)}
     sign = (-1.0) ** np.arange(J + 1)
     dirac = {c: _dirac_moments(float(c), mean, sd, k_max) for c in ends} if k_max else {}
     for p in range(1, p_max + 1):
