@@ -25,7 +25,7 @@ from symscale.testing import seeded_rng
 TITLE = "Neural LoFi: spectral feature learning and feature emergence"
 #: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
 #: this machine has timed the script itself; full mode not yet timed.
-EXPECTED_SECONDS = {"quick": 29}
+EXPECTED_SECONDS = {"quick": 8}
 
 
 def run(section, quick: bool) -> None:

@@ -5,10 +5,12 @@ r"""Factored estimators: the top cumulant stored in factors that the layer steps
 The pre-activation third cumulant is stored as :math:`\kappa_3=\mathrm{Sym}\big(\sum_r a_r\otimes
 b_r\otimes c_r\big)` with factor matrices :math:`A, B, C\in\mathbb R^{n\times R}`. Then
 
-* the linear step multiplies the factors by :math:`W` (:math:`6n^2R` FLOPs instead of
-  :math:`6n^4`);
-* the slices the diagram sums read, :math:`\kappa_{iij}` and :math:`\kappa_{iii}`, are three
-  matrix products;
+* every term has two equal factors (:math:`a_r = b_r`: the paths and pushes below), so two
+  factor matrices are stored and the linear step multiplies them by :math:`W`
+  (:math:`4n^2R` FLOPs instead of :math:`6n^4`);
+* the slices the diagram sums read, :math:`\kappa_{iij}` and :math:`\kappa_{iii}`, are two
+  matrix products; after the nonlinear step they need none (the single block rescales the
+  old slices, and a path's repeated-neuron entries are elementwise);
 * the nonlinear step's all-distinct part is a sum of hypertree diagrams: the single block
   :math:`\kappa_{ijk}w_i^{(1)}w_j^{(1)}w_k^{(1)}` rescales the factors, and each covariance path
   :math:`\Sigma_{ij}\Sigma_{jk}w^{(1)}_iw^{(2)}_jw^{(1)}_k` is :math:`\sum_r (w^{(1)}\circ

@@ -152,3 +152,41 @@ def test_factored_k4_refuses_other_variants():
         propagate(mlp, K=4, variant="augmented", factored=True)
     with pytest.raises(ValueError, match="no blocks"):
         FactoredFourth().slice211()
+
+
+def test_paired_third_cumulant_equals_its_dense_tensor():
+    # Sym(sum_r u_r (x) u_r (x) v_r) with two factor matrices: slices, diagonal, the linear
+    # map with pushed terms, and the scaled concatenation against the dense tensor
+    from symscale.cumulants.factored import FactoredThird
+
+    rng = np.random.default_rng(5)
+    n, R, m = 6, 4, 6
+    U, V = rng.standard_normal((n, R)), rng.standard_normal((n, R))
+    paired = FactoredThird.paired(U, V)
+    general = FactoredThird(U, U.copy(), V)  # the same tensor, three matrices
+    assert paired.is_paired and not general.is_paired
+    T = general.dense()
+    S21, S3, flops = paired.slices()
+    G21, G3, gflops = general.slices()
+    i = np.arange(n)
+    np.testing.assert_allclose(S21, T[i[:, None], i[:, None], i[None, :]], atol=1e-13)
+    np.testing.assert_allclose(S3, T[i, i, i], atol=1e-13)
+    np.testing.assert_allclose(S21, G21, atol=1e-13)
+    assert flops < gflops  # two products instead of three
+    W, push = rng.standard_normal((5, n)), rng.standard_normal((n, m))
+    mapped, f = paired.mapped(W, push=push)
+    pushed = np.einsum("ai,bi,ci->abc", W, W, W @ push)
+    pushed = sum(pushed.transpose(p) for p in itertools.permutations(range(3))) / 6
+    np.testing.assert_allclose(mapped.dense(),
+                               np.einsum("ijk,ai,bj,ck->abc", T, W, W, W) + pushed,
+                               atol=1e-11)
+    assert mapped.is_paired and mapped.rank == R + m and f == 2 * 2 * 5 * n * R + 2 * 5 * n * m
+    with pytest.raises(ValueError, match="paired"):
+        general.mapped(W, push=push)
+    s = rng.standard_normal(n)
+    other = FactoredThird.paired(rng.standard_normal((n, 2)), rng.standard_normal((n, 2)))
+    joined = paired.concat(other, scale=s)
+    np.testing.assert_allclose(joined.dense(),
+                               np.einsum("ijk,i,j,k->ijk", T, s, s, s) + other.dense(),
+                               atol=1e-12)
+    assert joined.is_paired and not general.concat(other).is_paired

@@ -73,3 +73,20 @@ def test_linear_step_equals_every_placement_by_einsum(K):
                        for p, a in c.slices[d].items())
             np.testing.assert_allclose(out.slices[d][q], want, rtol=1e-11,
                                        atol=1e-12 * np.abs(want).max())
+
+
+def test_repeated_w_operands_become_shared_elementwise_powers():
+    from symscale.cumulants.state import _merged_powers
+
+    rng = np.random.default_rng(2)
+    W, S = rng.standard_normal((4, 6)), rng.standard_normal((6, 6))
+    powers = {1: W}
+    spec, ops, flops = _merged_powers("cd,ac,ac,bd,bd->ab", S, powers)
+    assert spec == "cd,ac,bd->ab" and ops[1] is ops[2] is powers[2] and flops == W.size
+    np.testing.assert_allclose(np.einsum(spec, *ops),
+                               np.einsum("cd,ac,ac,bd,bd->ab", S, W, W, W, W), rtol=1e-13)
+    # W**4 by squaring the W**2 already made; a second call makes nothing
+    spec, ops, flops = _merged_powers("b,ab,ab,ab,ab->a", S[0], powers)
+    assert spec == "b,ab->a" and flops == W.size and sorted(powers) == [1, 2, 4]
+    np.testing.assert_allclose(ops[1], W ** 4, rtol=1e-14)
+    assert _merged_powers("b,ab,ab,ab,ab->a", S[0], powers)[2] == 0
