@@ -96,3 +96,22 @@ def test_no_block_of_six_code_lines_is_duplicated_in_the_package():
             else:
                 seen[window] = where
     assert not dupes, f"duplicated 6-line blocks: {dupes[:10]}"
+
+
+def test_every_source_file_compiles_without_invalid_escapes():
+    # a docstring with \otimes or \kappa outside a raw string is an invalid escape: a
+    # DeprecationWarning today, a SyntaxWarning in Python 3.12 and an error later
+    import warnings
+
+    files = sorted((ROOT / "symscale").rglob("*.py")) + sorted((ROOT / "bench").glob("*.py")) \
+        + sorted((ROOT / "derivations").glob("*.py"))
+    assert len(files) > 50
+    bad = []
+    for path in files:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                compile(path.read_text(), str(path), "exec")
+            except (SyntaxError, SyntaxWarning, DeprecationWarning) as exc:
+                bad.append(f"{path.relative_to(ROOT)}: {exc}")
+    assert not bad, bad

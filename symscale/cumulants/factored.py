@@ -76,7 +76,7 @@ __all__ = ["FactoredThird", "factored_k3_run", "FactoredFourth", "factored_k4_ru
 
 
 class FactoredThird:
-    """:math:`\mathrm{Sym}(\sum_r a_r\otimes b_r\otimes c_r)` with factor matrices ``A, B, C``.
+    r""":math:`\mathrm{Sym}(\sum_r a_r\otimes b_r\otimes c_r)` with factor matrices ``A, B, C``.
 
     Every term the K = 3 estimator creates has two equal factors (``Sym(u (x) u (x) v)``: the
     covariance paths and the repeated-neuron pushes), so it passes ``B`` as the same object
@@ -90,7 +90,7 @@ class FactoredThird:
 
     @classmethod
     def paired(cls, U, V) -> "FactoredThird":
-        """:math:`\mathrm{Sym}(\sum_r u_r\otimes u_r\otimes v_r)`."""
+        r""":math:`\mathrm{Sym}(\sum_r u_r\otimes u_r\otimes v_r)`."""
         return cls(U, U, V)
 
     @property
@@ -122,7 +122,7 @@ class FactoredThird:
                 + T.transpose(2, 0, 1) + T.transpose(2, 1, 0)) / 6.0
 
     def mapped(self, W, push=None, scale=None, extra=None) -> tuple["FactoredThird", int]:
-        """``W`` applied to every leg (:math:`W^{\otimes 3}\kappa_3`) and the FLOPs.
+        r"""``W`` applied to every leg (:math:`W^{\otimes 3}\kappa_3`) and the FLOPs.
 
         ``scale`` ``s`` first multiplies this tensor by :math:`s^{\otimes 3}` (folded into
         ``W``'s columns: ``n^2`` FLOPs instead of a pass over the factors), ``extra`` (a
@@ -159,7 +159,7 @@ class FactoredThird:
         return FactoredThird.paired(U, C), flops
 
     def concat(self, other: "FactoredThird", scale=None) -> "FactoredThird":
-        """The sum of the two tensors (factors side by side); with ``scale`` ``s``, this one is
+        r"""The sum of the two tensors (factors side by side); with ``scale`` ``s``, this one is
         first multiplied by :math:`s^{\otimes 3}` (its factors' rows by ``s``, in the copy)."""
         R = self.rank
         if self.is_paired and other.is_paired:
