@@ -158,24 +158,12 @@ class FactoredThird:
             flops += 2 * n_out * n * m
         return FactoredThird.paired(U, C), flops
 
-    def concat(self, other: "FactoredThird", scale=None) -> "FactoredThird":
-        r"""The sum of the two tensors (factors side by side); with ``scale`` ``s``, this one is
-        first multiplied by :math:`s^{\otimes 3}` (its factors' rows by ``s``, in the copy)."""
-        R = self.rank
+    def concat(self, other: "FactoredThird") -> "FactoredThird":
+        """The sum of the two tensors (factors side by side; paired if both are)."""
+        A = np.hstack([self.A, other.A])
         if self.is_paired and other.is_paired:
-            pairs = ((self.A, other.A), (self.C, other.C))
-        else:
-            pairs = ((self.A, other.A), (self.B, other.B), (self.C, other.C))
-        joined = []
-        for mine, theirs in pairs:
-            out = np.empty((mine.shape[0], R + theirs.shape[1]))
-            if scale is None:
-                out[:, :R] = mine
-            else:
-                np.multiply(scale[:, None], mine, out=out[:, :R])
-            out[:, R:] = theirs
-            joined.append(out)
-        return FactoredThird.paired(*joined) if len(joined) == 2 else FactoredThird(*joined)
+            return FactoredThird.paired(A, np.hstack([self.C, other.C]))
+        return FactoredThird(A, np.hstack([self.B, other.B]), np.hstack([self.C, other.C]))
 
 
 _TRACK = Tracking(full=(1, 2), slices=((3, ((2, 1), (3,))), (4, ((2, 2), (4,)))), cap=3)

@@ -145,13 +145,14 @@ def _ntk_matrices(X, depths, act, normalized=True):
     duplicated = first.size < X.shape[0]
     if duplicated:
         X = X[first]
-    if is_relu(act.family):  # any registration of max(x, 0), not only the name "relu"
+    relu = is_relu(act.family)  # any registration of max(x, 0), not only the name "relu"
+    if relu:
         matrices = zip(depths, _relu_ntk(X, depths))
     else:
         matrices = ((L, mlp_kernels(X * np.sqrt(X.shape[1] / 2.0), L, act, weight_var=2.0,
                                     bias_var=0.0, ntk=True)[1]) for L in depths)
     for L, theta in matrices:
-        if is_relu(act.family):
+        if relu:
             if not normalized:
                 theta *= L + 1
         elif normalized:

@@ -156,7 +156,7 @@ def test_factored_k4_refuses_other_variants():
 
 def test_paired_third_cumulant_equals_its_dense_tensor():
     # Sym(sum_r u_r (x) u_r (x) v_r) with two factor matrices: slices, diagonal, the linear
-    # map with pushed terms, and the scaled concatenation against the dense tensor
+    # map with pushed terms, a scale and an added block, and the sum against the dense tensor
     from symscale.cumulants.factored import FactoredThird
 
     rng = np.random.default_rng(5)
@@ -183,10 +183,17 @@ def test_paired_third_cumulant_equals_its_dense_tensor():
     assert mapped.is_paired and mapped.rank == R + m and f == 2 * 2 * 5 * n * R + 2 * 5 * n * m
     with pytest.raises(ValueError, match="paired"):
         general.mapped(W, push=push)
+    # the run's map after a nonlinear step: W^{(x)3}(s^{(x)3} T + path) + pushed, one buffer
     s = rng.standard_normal(n)
     other = FactoredThird.paired(rng.standard_normal((n, 2)), rng.standard_normal((n, 2)))
-    joined = paired.concat(other, scale=s)
-    np.testing.assert_allclose(joined.dense(),
-                               np.einsum("ijk,i,j,k->ijk", T, s, s, s) + other.dense(),
-                               atol=1e-12)
+    full, f = paired.mapped(W, push=push, scale=s, extra=other)
+    inner = np.einsum("ijk,i,j,k->ijk", T, s, s, s) + other.dense()
+    np.testing.assert_allclose(full.dense(),
+                               np.einsum("ijk,ai,bj,ck->abc", inner, W, W, W) + pushed,
+                               atol=1e-11)
+    assert full.rank == R + 2 + m and f == W.size + 2 * 2 * 5 * n * (R + 2) + 2 * 5 * n * m
+    with pytest.raises(ValueError, match="paired"):
+        paired.mapped(W, extra=general)
+    joined = paired.concat(other)
+    np.testing.assert_allclose(joined.dense(), T + other.dense(), atol=1e-12)
     assert joined.is_paired and not general.concat(other).is_paired
