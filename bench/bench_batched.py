@@ -4,8 +4,8 @@ networks against one call on one network (prints a table; asserts nothing about 
 For each estimator and width (He ReLU, depth 4): the median wall time of a single call and of
 one call on a stack of 8 networks of the same shape, and the ratio (stack / 8) / single --
 target <= 0.5 (issue 17). Where the single call is already GEMM-bound (width 256, K = 2) the
-stack cannot beat the GEMM rate and the ratio approaches 1; the factored estimators run the
-networks one after another (ratio about 1).
+stack cannot beat the GEMM rate and the ratio approaches 1. The factored estimators run a
+stack in batched products too.
 
 Run: python bench/bench_batched.py [--quick]
 """

@@ -1,7 +1,8 @@
 """The same work on the CPU and on a GPU (prints a table; asserts nothing about time).
 
 Monte Carlo of a depth-4 ReLU MLP (width 1024, 2^18 samples, float64 and float32) and cumulant
-propagation K = 2 and K = 3 (dense) at width 256, depth 4, on numpy, on torch's CPU and, when
+propagation K = 2, K = 3 (dense and factored) and K = 4 factored (width 64) at width 256,
+depth 4, on numpy, on torch's CPU and, when
 torch sees a CUDA device, on ``cuda``: the median wall time of each and the speed-up of the
 device over numpy measured in this run. Without a device the GPU rows say so.
 
@@ -33,12 +34,17 @@ def main():
     width, n = (256, 2**14) if args.quick else (1024, 2**18)
     mlp = RandomMLP.random(4, "relu", width=width, seed=0)
     cum = RandomMLP.random(4, "relu", width=128 if args.quick else 256, seed=0)
+    cum4 = RandomMLP.random(4, "relu", width=32 if args.quick else 64, seed=0)
     work = {
         "Monte Carlo float64": lambda **b: monte_carlo(mlp, n, seed=1, batch=2**14, **b),
         "Monte Carlo float32": lambda **b: monte_carlo(mlp, n, seed=1, batch=2**14,
                                                        dtype="float32", **b),
         "propagate K=2": lambda **b: propagate(cum, K=2, keep_layers=False, **b),
         "propagate K=3": lambda **b: propagate(cum, K=3, keep_layers=False, **b),
+        "propagate K=3 factored": lambda **b: propagate(cum, K=3, factored=True,
+                                                        keep_layers=False, **b),
+        "propagate K=4 factored": lambda **b: propagate(cum4, K=4, factored=True,
+                                                        keep_layers=False, **b),
     }
     print("| work | numpy (s) | " + " | ".join(f"{b} {d} (s)" for b, d in targets)
           + " | speed-up over numpy |")

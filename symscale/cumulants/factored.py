@@ -46,6 +46,11 @@ So the stack grows by :math:`2n` matrices per layer, a layer costs :math:`O(n^4\
 run :math:`O(n^4L^2)` with :math:`O(n^3L)` memory, against :math:`O(n^5L)` and :math:`n^4`
 dense. Nothing is dropped: it equals the dense :math:`K=4` estimator to round-off.
 
+**Backends.** Both run on numpy, torch or jax arrays (``propagate(..., backend=)``): the
+numpy path writes its products into preallocated buffers (no concatenation copies, row blocks
+that stay in cache); other libraries take the same arithmetic as whole-array expressions
+(jax arrays are immutable, and a device has the memory).
+
 Examples
 --------
 >>> import numpy as np
@@ -64,19 +69,72 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import types
 
 import numpy as np
 
+from ..arrays import device_of, namespace, to_numpy
 from .diagrams import diagrams
+from .network import RandomMLP, _stacked_affine
 from .nonlinear import nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 
 __all__ = ["FactoredThird", "factored_k3_run", "FactoredFourth", "factored_k4_run"]
 
 
+def _eye(n: int, ref):
+    """The identity in ``ref``'s library, dtype and device."""
+    xp = namespace(ref)
+    return np.eye(n) if xp is np else xp.eye(n, dtype=ref.dtype, device=device_of(ref))
+
+
+def _zeros(shape, ref):
+    xp = namespace(ref)
+    return np.zeros(shape) if xp is np else xp.zeros(shape, dtype=ref.dtype,
+                                                      device=device_of(ref))
+
+
+def _diag(v):
+    """The diagonal matrix of a vector (of each vector of a stack)."""
+    if not isinstance(v, np.ndarray):
+        return _eye(v.shape[-1], v) * v[..., None, :]
+    if v.ndim == 1:
+        return np.diag(v)
+    out = np.zeros(v.shape + v.shape[-1:])
+    idx = np.arange(v.shape[-1])
+    out[..., idx, idx] = v
+    return out
+
+
+def _off_diagonal(S, fresh: bool = False):
+    """``S`` (a matrix or a stack) with a zero diagonal; numpy writes in place when ``S`` is
+    ``fresh`` (a temporary nobody else holds), else into a copy."""
+    if isinstance(S, np.ndarray):
+        S = S if fresh else S.copy()
+        if S.ndim == 2:
+            np.fill_diagonal(S, 0.0)
+        else:
+            idx = np.arange(S.shape[-1])
+            S[..., idx, idx] = 0.0
+        return S
+    return S * (1.0 - _eye(S.shape[-1], S))
+
+
+def _t(a):
+    """The transpose of a matrix, or of each matrix of a stack."""
+    return a.swapaxes(-1, -2)
+
+
+def _permute(a, axes):
+    return np.transpose(a, axes) if isinstance(a, np.ndarray) else namespace(a).permute_dims(
+        a, axes)
+
+
 class FactoredThird:
-    r""":math:`\mathrm{Sym}(\sum_r a_r\otimes b_r\otimes c_r)` with factor matrices ``A, B, C``.
+    r""":math:`\mathrm{Sym}(\sum_r a_r\otimes b_r\otimes c_r)` with factor matrices ``A, B, C``
+    (``n x R``, or ``(B, n, R)`` for a stack of networks: every method then acts network by
+    network in batched products).
 
     Every term the K = 3 estimator creates has two equal factors (``Sym(u (x) u (x) v)``: the
     covariance paths and the repeated-neuron pushes), so it passes ``B`` as the same object
@@ -99,21 +157,21 @@ class FactoredThird:
 
     @property
     def rank(self) -> int:
-        return self.A.shape[1]
+        return self.A.shape[-1]
 
     def slices(self) -> tuple[np.ndarray, np.ndarray, int]:
         """``(S21, S3, flops)``: ``S21[i, j] = kappa[i, i, j]`` and ``S3[i] = kappa[i, i, i]``."""
         A, B, C = self.A, self.B, self.C
-        n, R = A.shape
+        nb, n, R = math.prod(A.shape[:-2]), A.shape[-2], A.shape[-1]
         if self.is_paired:  # kappa_iij = (u_i^2 v_j + 2 u_i v_i u_j) / 3
-            S21 = ((A * A) @ C.T + (2.0 * (A * C)) @ A.T) / 3.0
-            return S21, self.diagonal(), 2 * 2 * n * n * R + 6 * n * R
-        S21 = ((A * B) @ C.T + (A * C) @ B.T + (B * C) @ A.T) / 3.0
-        return S21, self.diagonal(), 3 * 2 * n * n * R + 6 * n * R
+            S21 = ((A * A) @ _t(C) + (2.0 * (A * C)) @ _t(A)) / 3.0
+            return S21, self.diagonal(), nb * (2 * 2 * n * n * R + 6 * n * R)
+        S21 = ((A * B) @ _t(C) + (A * C) @ _t(B) + (B * C) @ _t(A)) / 3.0
+        return S21, self.diagonal(), nb * (3 * 2 * n * n * R + 6 * n * R)
 
     def diagonal(self) -> np.ndarray:
         """``kappa[i, i, i]`` (``3 n R`` FLOPs)."""
-        return np.einsum("ir,ir,ir->i", self.A, self.B, self.C)
+        return namespace(self.A).einsum("...ir,...ir,...ir->...i", self.A, self.B, self.C)
 
     def dense(self) -> np.ndarray:
         """The full symmetric tensor (for tests and small sizes)."""
@@ -129,41 +187,49 @@ class FactoredThird:
         paired FactoredThird) is added before the map, and ``push`` (``n x m``) appends the
         paired terms :math:`\mathrm{Sym}(We_i\otimes We_i\otimes W p_i)` after it. Every
         product is written straight into the new factor matrices (no concatenation copies).
+        For a stack, ``W`` is ``(B, n_out, n)``, ``scale`` ``(B, n)`` and ``push``
+        ``(B, n, m)``.
         """
-        n_out, n = W.shape
-        Ws = W if scale is None else W * scale[None, :]
-        flops = 0 if scale is None else W.size
+        lead, (n_out, n) = W.shape[:-2], W.shape[-2:]
+        nb = math.prod(lead)
+        Ws = W if scale is None else W * scale[..., None, :]
+        flops = 0 if scale is None else nb * n_out * n
         if not self.is_paired:
             if push is not None or extra is not None:
                 raise ValueError("push and extra need a paired FactoredThird")
             return (FactoredThird(Ws @ self.A, Ws @ self.B, Ws @ self.C),
-                    flops + 3 * 2 * n_out * n * self.rank)
+                    flops + nb * 3 * 2 * n_out * n * self.rank)
         blocks = [(Ws, self)] + ([] if extra is None else [(W, extra)])
         if extra is not None and not extra.is_paired:
             raise ValueError("extra must be a paired FactoredThird")
-        m = 0 if push is None else push.shape[1]
+        m = 0 if push is None else push.shape[-1]
+        flops += nb * (sum(2 * 2 * n_out * n * b.rank for _, b in blocks) + 2 * n_out * n * m)
+        xp = namespace(W)
+        if xp is not np:  # off numpy: the same products, concatenated
+            U = [Wb @ b.A for Wb, b in blocks] + ([W] if m else [])
+            C = [Wb @ b.C for Wb, b in blocks] + ([W @ push] if m else [])
+            return FactoredThird.paired(xp.concat(U, axis=-1), xp.concat(C, axis=-1)), flops
         total = sum(b.rank for _, b in blocks) + m
-        out = np.empty((n_out, 2 * total))
-        U, C = out[:, :total], out[:, total:]
+        out = np.empty(lead + (n_out, 2 * total))
+        U, C = out[..., :total], out[..., total:]
         lo = 0
         for Wb, b in blocks:
             hi = lo + b.rank
-            np.matmul(Wb, b.A, out=U[:, lo:hi])
-            np.matmul(Wb, b.C, out=C[:, lo:hi])
-            flops += 2 * 2 * n_out * n * b.rank
+            np.matmul(Wb, b.A, out=U[..., lo:hi])
+            np.matmul(Wb, b.C, out=C[..., lo:hi])
             lo = hi
         if m:
-            U[:, lo:] = W
-            np.matmul(W, push, out=C[:, lo:])
-            flops += 2 * n_out * n * m
+            U[..., lo:] = W
+            np.matmul(W, push, out=C[..., lo:])
         return FactoredThird.paired(U, C), flops
 
     def concat(self, other: "FactoredThird") -> "FactoredThird":
         """The sum of the two tensors (factors side by side; paired if both are)."""
-        A = np.hstack([self.A, other.A])
+        cat = functools.partial(namespace(self.A).concat, axis=-1)
+        A = cat([self.A, other.A])
         if self.is_paired and other.is_paired:
-            return FactoredThird.paired(A, np.hstack([self.C, other.C]))
-        return FactoredThird(A, np.hstack([self.B, other.B]), np.hstack([self.C, other.C]))
+            return FactoredThird.paired(A, cat([self.C, other.C]))
+        return FactoredThird(A, cat([self.B, other.B]), cat([self.C, other.C]))
 
 
 _TRACK = Tracking(full=(1, 2), slices=((3, ((2, 1), (3,))), (4, ((2, 2), (4,)))), cap=3)
@@ -196,71 +262,90 @@ def _nonlinear(z: Cumulants, third: FactoredThird, act, layer=None):
     a, f, w = nonlinear_step(zc, act, _TRACK, return_wick=True, layer=layer)
     flops += f
     w1, w2 = w[1, 1], w[1, 2]
-    n = z.n
-    Sig = z.full[2].copy()
-    np.fill_diagonal(Sig, 0.0)  # paths use off-diagonal covariances only
-    P = w1[:, None] * Sig
+    n, nb = z.n, math.prod(z.batch)
+    Sig = _off_diagonal(z.full[2])  # paths use off-diagonal covariances only
+    P = w1[..., :, None] * Sig
     # the single block (every leg times w1) and the three centres of the path:
     # 3 Sym(P (x) diag(w2) (x) P) = Sym(P (x) P (x) 3 diag(w2))
-    path = FactoredThird.paired(P, np.diag(3.0 * w2))
-    flops += 2 * n * n
+    path = FactoredThird.paired(P, _diag(3.0 * w2))
+    flops += nb * 2 * n * n
     # repeated-neuron entries: the diagram sums minus what the factors already give. Those
     # slices need no new products: the single block scales kappa[i, i, j] by w1_i^2 w1_j, and
     # the path's only repeated-neuron entries are 3 P_ij^2 w2_j / 3 (P has a zero diagonal)
-    F21 = (w1 * w1)[:, None] * S21 * w1[None, :] + P * P * w2[None, :]
+    F21 = (w1 * w1)[..., :, None] * S21 * w1[..., None, :] + P * P * w2[..., None, :]
     F3 = w1 * w1 * w1 * S3
-    flops += 6 * n * n + 3 * n
-    D21 = a.slices[3][(2, 1)] - F21
-    np.fill_diagonal(D21, 0.0)
+    flops += nb * (6 * n * n + 3 * n)
+    D21 = _off_diagonal(a.slices[3][(2, 1)] - F21, fresh=True)
     D3 = a.slices[3][(3,)] - F3
-    V = 3.0 * D21 + np.diag(D3)
+    V = 3.0 * D21 + _diag(D3)
     del a.slices[3]
     return a, (w1, path), V, flops
 
 
-def _affine_layers(mlp, stop, keep_last):
-    """``(layer, W, b, last, mean_only)`` of the linear steps up to ``stop``: the output step
-    (layer L) keeps only the mean unless ``keep_last``."""
+def _affine_layers(net, stop, keep_last, move):
+    """``(layer, W, b, last, mean_only)`` of the linear steps up to ``stop`` of a network or
+    a stack (``W, b`` moved to the backend): the output step (layer L) keeps only the mean
+    unless ``keep_last``."""
+    depth = (net if isinstance(net, RandomMLP) else net[0]).depth
     for layer in range(stop):
-        W, b = mlp.affine(layer)
+        W, b = _stacked_affine(net, layer)
         last = layer == stop - 1
-        yield layer, W, b, last, last and layer == mlp.depth and not keep_last
+        yield (layer, move(W), None if b is None else move(b), last,
+               last and layer == depth and not keep_last)
 
 
-def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False):
+def _movers(backend):
+    """``(move, host)``: to the backend and back (identities for numpy)."""
+    if backend is None or (backend.name == "numpy" and backend.dtype_name == "float64"):
+        return (lambda a: a), (lambda a: a)
+    return backend.asarray, to_numpy
+
+
+def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False,
+                    backend=None):
     """Run the factored K=3 estimator through ``stop`` weight layers.
 
-    Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`.
+    ``mlp`` is a RandomMLP or a stack of them (a list of one shape and activations, as
+    checked by :func:`~symscale.cumulants.propagate`): a stack runs in batched products, with
+    the networks on a leading axis of every array. ``backend`` (a
+    :class:`~symscale.arrays.Backend`, default numpy) is where the tensor work runs. Returns
+    ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`, as numpy
+    arrays.
     """
     if variant != "basic":
         raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
+    move, host = _movers(backend)
+    net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
+    lead = () if net is mlp else (len(net),)
     L = mlp.depth
     n_in = mlp.input_dim
-    c = Cumulants.standard_gaussian(n_in, _TRACK)
+    c = Cumulants.standard_gaussian(n_in, _TRACK, lead[0] if lead else None)
     del c.slices[3]
-    third = FactoredThird.paired(np.zeros((n_in, 0)), np.zeros((n_in, 0)))
+    c = c.map(move)
+    third = FactoredThird.paired(move(np.zeros(lead + (n_in, 0))),
+                                 move(np.zeros(lead + (n_in, 0))))
     V = scale = path = None
     flops = 0
     layers = []
-    for layer, W, b, last, mean_only in _affine_layers(mlp, stop, keep_last):
+    for layer, W, b, last, mean_only in _affine_layers(net, stop, keep_last, move):
         c, f = linear_step(c, W, b, _TRACK_NO3, mean_only=mean_only, coherent_only=True)
         flops += f
         if not mean_only:
             # the previous nonlinear step's kappa_3 (scaled third + path), then
             # Sym(sum_i W e_i (x) W e_i (x) W v_i): the repeated-neuron correction
-            third, f = third.mapped(W, push=None if V is None else V.T, scale=scale,
+            third, f = third.mapped(W, push=None if V is None else _t(V), scale=scale,
                                     extra=path)
             flops += f
         if last:
             break
-        layers.append(c)
+        layers.append(c.map(host))
         if layer == L - 1 and not keep_last:
             # before a mean-only output step only the mean of the activations is needed
             S3 = third.diagonal()
             zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
             c, f = nonlinear_step(zc, mlp.activations[layer], _TRACK, mean_only=True,
                                   layer=layer + 1)
-            f += 3 * S3.size * third.rank
+            f += 3 * math.prod(S3.shape) * third.rank
         else:
             c, (scale, path), V, f = _nonlinear(c, third, mlp.activations[layer], layer + 1)
         flops += f
@@ -269,8 +354,8 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
         S21, S3, f = third.slices()
         flops += f
         c.slices[3] = {(2, 1): S21, (3,): S3}
-        layers.append(c)
-    return c.mean.copy(), flops, layers
+        layers.append(c.map(host))
+    return to_numpy(c.mean), flops, layers
 
 
 _TRACK_NO3 = Tracking(full=(1, 2), slices=((4, ((2, 2), (4,))),), cap=3)
@@ -289,7 +374,8 @@ class FactoredFourth:
     standing for :math:`s_{s_1}s_{s_2}s_{s_3}s_{s_4}T_b` (the single-block diagram of the
     nonlinear step; it is folded into ``W`` at the next linear step for free). Every tree
     diagram of the :math:`K=4` nonlinear step has this shape with ``U = I``: one neuron of the
-    tree is the stack index.
+    tree is the stack index. For a stack of networks every array has the networks on leading
+    axes (``G`` is ``(B, n, n, M)``; an ``n x n`` identity factor is shared by all of them).
     """
 
     def __init__(self, blocks=()):
@@ -298,7 +384,7 @@ class FactoredFourth:
     @property
     def rank(self) -> int:
         """Total stack length :math:`\\sum_b M_b`."""
-        return sum(b[0].shape[2] for b in self.blocks)
+        return sum(b[0].shape[-1] for b in self.blocks)
 
     def scaled(self, s) -> "FactoredFourth":
         """The elementwise product with :math:`s^{\\otimes 4}` (no arithmetic until used)."""
@@ -310,23 +396,38 @@ class FactoredFourth:
         The products are written straight into the merged stack, so the next slice read runs
         one large contraction instead of one per block.
         """
-        n_out, n = W.shape
+        lead, (n_out, n) = W.shape[:-2], W.shape[-2:]
+        nb = math.prod(lead)
         M = self.rank
         if not M:
             return FactoredFourth(), 0
-        G2, U2, V2 = np.empty((n_out, n_out, M)), np.empty((n_out, M)), np.empty((n_out, M))
+        xp = namespace(W)
+        if xp is np:
+            G2 = np.empty(lead + (n_out, n_out, M))
+            U2, V2 = np.empty(lead + (n_out, M)), np.empty(lead + (n_out, M))
+        else:  # off numpy: the same products, concatenated
+            G2, U2, V2 = [], [], []
         flops, lo = 0, 0
         for G, U, V, s in self.blocks:
-            m = G.shape[2]
+            m = G.shape[-1]
             part = slice(lo, lo + m)
-            Ws = W if s is None else W * s[None, :]
-            X = (Ws @ G.reshape(n, n * m)).reshape(n_out, n, m)
-            np.matmul(Ws, X, out=G2[:, :, part])  # batch over the first axis: Ws @ X[a]
-            np.matmul(Ws, U, out=U2[:, part])
-            np.matmul(Ws, V, out=V2[:, part])
-            flops += 2 * n_out * n * n * m + 2 * n_out * n_out * n * m + 4 * n_out * n * m
-            flops += 0 if s is None else W.size
+            Ws = W if s is None else W * s[..., None, :]
+            X = (Ws @ G.reshape(lead + (n, n * m))).reshape(lead + (n_out, n, m))
+            Wr = Ws[..., None, :, :]  # Ws @ X[a] for every row a of each network
+            if xp is np:
+                np.matmul(Wr, X, out=G2[..., part])
+                np.matmul(Ws, U, out=U2[..., part])
+                np.matmul(Ws, V, out=V2[..., part])
+            else:
+                G2.append(xp.matmul(Wr, X))
+                U2.append(Ws @ U)
+                V2.append(Ws @ V)
+            flops += nb * (2 * n_out * n * n * m + 2 * n_out * n_out * n * m + 4 * n_out * n * m)
+            flops += 0 if s is None else nb * n_out * n
             lo += m
+        if xp is not np:
+            G2, U2, V2 = (xp.concat(G2, axis=-1), xp.concat(U2, axis=-1),
+                          xp.concat(V2, axis=-1))
         return FactoredFourth([(G2, U2, V2, None)]), flops
 
     def slice211(self, chunk_bytes: int = 1 << 24) -> tuple[np.ndarray, int]:
@@ -339,36 +440,52 @@ class FactoredFourth:
         """
         if not self.blocks:
             raise ValueError("no blocks: the fourth cumulant is zero")
-        n = self.blocks[0][0].shape[0]
-        S = np.zeros((n, n, n))
+        G0 = self.blocks[0][0]
+        lead, n = G0.shape[:-3], G0.shape[-2]
+        nb = math.prod(lead)
+        S = _zeros(lead + (n, n, n), G0)
         flops = 0
         for G, U, V, s in self.blocks:
-            M = G.shape[2]
-            step = max(1, chunk_bytes // (8 * 2 * n * M))
-            dG = np.einsum("iim->im", G)
+            M = G.shape[-1]
+            xp = namespace(G)
+            step = max(1, chunk_bytes // (8 * 2 * n * M * nb)) if xp is np else n
+            dG = xp.einsum("...iim->...im", G)
             # i on the U, V slots: sum_m U_im V_im G_jkm
-            B = ((U * V) @ G.reshape(n * n, M).T).reshape(n, n, n)
-            flops += 2 * n**3 * M + n * M
-            UV = np.vstack([V.T, U.T])
-            for lo in range(0, n, step):
+            B = ((U * V) @ _t(G.reshape(lead + (n * n, M)))).reshape(lead + (n, n, n))
+            flops += nb * (2 * n**3 * M + n * M)
+            if U.ndim < V.ndim:  # an identity shared by the stack
+                U = xp.broadcast_to(U, V.shape)
+            UV = xp.concat([_t(V), _t(U)], axis=-2)
+            if xp is not np:  # the same terms as the numpy row blocks below, in one block
+                Y = xp.concat([G * (2.0 * U[..., :, None, :])
+                               + dG[..., :, None, :] * U[..., None, :, :],
+                               G * (2.0 * V[..., :, None, :])], axis=-1)
+                B = B + (Y.reshape(lead + (-1, 2 * M)) @ UV).reshape(lead + (-1, n, n))
+            for lo in range(0, n, step) if xp is np else ():
                 I = slice(lo, min(n, lo + step))
                 # i twice on the G slots (G_iim U_jm V_km), and once on G and once on U or V
                 # (G_ijm U_im V_km, G_ijm V_im U_km, each twice by the symmetry of G)
-                Gi = G[I]
-                Y = np.empty(Gi.shape[:2] + (2 * M,))
-                np.multiply(Gi, 2.0 * U[I, None, :], out=Y[:, :, :M])
-                Y[:, :, :M] += dG[I, None, :] * U[None, :, :]
-                np.multiply(Gi, 2.0 * V[I, None, :], out=Y[:, :, M:])
-                B[I] += (Y.reshape(-1, 2 * M) @ UV).reshape(-1, n, n)
-            flops += 4 * n**3 * M + 4 * n * n * M + n**3
-            B += B.transpose(0, 2, 1)
-            if s is not None:
-                B *= _scale211(s)
-                flops += 2 * n**3
-            S += B
-            flops += 2 * n**3
-        S /= 12.0
-        return S, flops + n**3
+                Gi = G[..., I, :, :]
+                Y = np.empty(Gi.shape[:-1] + (2 * M,))
+                np.multiply(Gi, 2.0 * U[..., I, None, :], out=Y[..., :M])
+                Y[..., :M] += dG[..., I, None, :] * U[..., None, :, :]
+                np.multiply(Gi, 2.0 * V[..., I, None, :], out=Y[..., M:])
+                B[..., I, :, :] += (Y.reshape(lead + (-1, 2 * M)) @ UV).reshape(
+                    lead + (-1, n, n))
+            flops += nb * (4 * n**3 * M + 4 * n * n * M + n**3)
+            if xp is np:  # in place: these are n^3 arrays
+                B += B.swapaxes(-1, -2)
+                if s is not None:
+                    B *= _scale211(s)
+                S += B
+            else:
+                B = B + _t(B)
+                S = S + (B if s is None else B * _scale211(s))
+            flops += nb * (2 * n**3 + (0 if s is None else 2 * n**3))
+        if isinstance(S, np.ndarray):
+            S /= 12.0
+            return S, flops + nb * n**3
+        return S / 12.0, flops + nb * n**3
 
     def dense(self) -> np.ndarray:
         """The full symmetric tensor (for tests and small sizes)."""
@@ -385,7 +502,7 @@ class FactoredFourth:
 
 def _scale211(s) -> np.ndarray:
     """:math:`s_i^2s_js_k`: the factor a per-neuron scale puts on :math:`\\kappa_{iijk}`."""
-    return (s * s)[:, None, None] * np.multiply.outer(s, s)[None, :, :]
+    return (s * s)[..., :, None, None] * (s[..., :, None] * s[..., None, :])[..., None, :, :]
 
 
 @functools.lru_cache(maxsize=None)
@@ -422,13 +539,15 @@ _TRACK4_LINEAR = Tracking(full=(1, 2, 3), cap=4)
 
 def _slice_dict(S) -> dict:
     """The tracked slices of :math:`\\kappa_4` from ``S[i, j, k] = kappa[i, i, j, k]``."""
-    return {(2, 1, 1): S, (2, 2): np.einsum("ijj->ij", S).copy(),
-            (3, 1): np.einsum("iij->ij", S).copy(), (4,): np.einsum("iii->i", S).copy()}
+    xp = namespace(S)
+    own = (lambda a: a.copy()) if xp is np else (lambda a: a)  # numpy's einsum gives views
+    return {(2, 1, 1): S, (2, 2): own(xp.einsum("...ijj->...ij", S)),
+            (3, 1): own(xp.einsum("...iij->...ij", S)), (4,): own(xp.einsum("...iii->...i", S))}
 
 
-def _fourth_slices(fourth: FactoredFourth, n: int) -> tuple[dict, int]:
+def _fourth_slices(fourth: FactoredFourth, n: int, ref) -> tuple[dict, int]:
     if not fourth.blocks:
-        return _slice_dict(np.zeros((n, n, n))), 0
+        return _slice_dict(_zeros(ref.shape[:-1] + (n, n, n), ref)), 0
     S, flops = fourth.slice211()
     return _slice_dict(S), flops
 
@@ -442,7 +561,19 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
     ``G[j, i, i]`` in 1 of 4 each, :math:`\kappa_{iiii}` ``G[i, i, i]``; hence the factors 6, 3,
     2, 1. Coincident entries of ``D211`` land on entries overwritten by the coarser slices.
     """
-    n = D4.shape[0]
+    n = D4.shape[-1]
+    if not isinstance(D4, np.ndarray):  # the same entries by masks (jax cannot assign)
+        E = _eye(n, D4) != 0
+        ab, ac, bc = E[:, :, None], E[:, None, :], E[None, :, :]
+        xp = namespace(D4)
+        k = D211.ndim - 3
+        G = xp.where(bc, 2.0 * _t(D31)[..., :, :, None],
+                     6.0 * _permute(D211, tuple(range(k)) + (k + 1, k + 2, k)))
+        G = xp.where(ac, 2.0 * D31[..., :, :, None], G)
+        G = xp.where(ab, 3.0 * _t(D22)[..., :, None, :], G)
+        return xp.where(ab & ac, D4[..., :, None, None], G)
+    if D4.ndim > 1:  # a stack: network by network (O(n^3) writes, no products)
+        return np.stack([_correction_stack(*parts) for parts in zip(D211, D22, D31, D4)])
     G = np.empty((n, n, n))
     G[...] = 6.0 * D211.transpose(1, 2, 0)
     idx = np.arange(n)
@@ -456,7 +587,7 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
 def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=None):
     """One factored K=4 nonlinear step: (activation cumulants, new fourth, flops)."""
     n = z.n
-    sl, flops = _fourth_slices(fourth, n)
+    sl, flops = _fourth_slices(fourth, n, z.mean)
     zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]}, {4: sl})
     # before a mean-only output step only the mean of the activations is needed
     a, f, w = nonlinear_step(zc, act, _TRACK4, mean_only=not update, return_wick=True,
@@ -467,43 +598,56 @@ def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=N
     exact = a.slices.pop(4)
     counts = _tree_classes()
     w1, w2, w3 = w[1, 1], w[1, 2], w[1, 3]
-    Sig = z.full[2].copy()
-    np.fill_diagonal(Sig, 0.0)  # trees use off-diagonal covariances only
-    P = w1[:, None] * Sig
+    nb = math.prod(z.batch)
+    Sig = _off_diagonal(z.full[2])  # trees use off-diagonal covariances only
+    P = w1[..., :, None] * Sig
     old = fourth.scaled(w1)  # the single kappa_4 block: kappa_4 times w1 on every leg
     # kappa_3 with a covariance leaf, the path and the star: G[a, b, m] P[l, m] with m the
     # neuron of degree 2 (leaf attachment, a path's inner vertex) or 3 (the star's centre);
     # the path is symmetrized in (a, b). Built in row blocks that stay in cache.
-    W2S = w2[:, None] * Sig * w2[None, :]
-    k3w = counts["k3_leaf"] * np.multiply.outer(w1, w1)[:, :, None] * w2[None, None, :]
+    W2S = w2[..., :, None] * Sig * w2[..., None, :]
+    k3w = (counts["k3_leaf"] * (w1[..., :, None] * w1[..., None, :])[..., None]
+           * w2[..., None, None, :])
     half = 0.5 * counts["path"]
-    P3 = counts["star"] * P * w3[None, :]
-    G = np.empty((n, n, n))
-    rows = max(1, (1 << 19) // (n * n))
-    for lo in range(0, n, rows):
+    P3 = counts["star"] * P * w3[..., None, :]
+    Z3, PT = z.full[3], _t(P)
+    if isinstance(P, np.ndarray):
+        G = np.empty(z.batch + (n, n, n))
+        rows = max(1, (1 << 19) // (n * n * nb))
+    else:  # off numpy: the same sum as one expression (jax cannot assign; a device has room)
+        G = (Z3 * k3w + half * P[..., :, :, None] * W2S[..., None, :, :]
+             + half * PT[..., :, :, None] * W2S[..., :, None, :]
+             + P3[..., :, None, :] * P[..., None, :, :])
+    for lo in range(0, n, rows) if isinstance(P, np.ndarray) else ():
         A = slice(lo, lo + rows)
-        g = G[A]
-        np.multiply(z.full[3][A], k3w[A], out=g)
-        g += half * P[A][:, :, None] * W2S[None, :, :]
-        g += half * P.T[A][:, :, None] * W2S[A][:, None, :]
-        g += P3[A][:, None, :] * P[None, :, :]
-    tree = FactoredFourth([(G, np.eye(n), P)])
-    flops += 12 * n**3
+        g = G[..., A, :, :]
+        np.multiply(Z3[..., A, :, :], k3w[..., A, :, :], out=g)
+        g += half * P[..., A, :, None] * W2S[..., None, :, :]
+        g += half * PT[..., A, :, None] * W2S[..., A, None, :]
+        g += P3[..., A, None, :] * P[..., None, :, :]
+    I = _eye(n, P)  # one identity factor for every network of a stack
+    tree = FactoredFourth([(G, I, P)])
+    flops += nb * 12 * n**3
     # slices of the new tensor: the old ones rescaled (the single-block diagram is the
     # elementwise product with w1^4) plus the tree stack's
     S, f = tree.slice211()
-    S += sl[(2, 1, 1)] * _scale211(w1)
-    flops += f + 4 * n**3
+    old211 = sl[(2, 1, 1)] * _scale211(w1)
+    if isinstance(S, np.ndarray):
+        S += old211
+    else:
+        S = S + old211
+    flops += f + nb * 4 * n**3
     new = FactoredFourth(old.blocks + tree.blocks)
     have = _slice_dict(S)
     D = {p: exact[p] - have[p] for p in have}
     new.blocks.append((_correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)]),
-                       np.eye(n), np.eye(n), None))
-    flops += n**3 + 3 * n * n
+                       I, I, None))
+    flops += nb * (n**3 + 3 * n * n)
     return a, new, flops
 
 
-def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False):
+def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False,
+                    backend=None):
     r"""Run the factored K=4 estimator through ``stop`` weight layers.
 
     The third cumulant is kept dense (:math:`6n^4` FLOPs per linear step); the fourth is a
@@ -512,16 +656,21 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     about :math:`8\ell n^4` and reading its slices :math:`16\ell n^4`: :math:`O(n^4L^2)` in all
     against :math:`O(n^5L)` dense, with :math:`O(n^3L)` memory against :math:`n^4`.
 
-    Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`.
+    ``backend`` (a :class:`~symscale.arrays.Backend`, default numpy) is where the tensor work
+    runs. Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`,
+    as numpy arrays.
     """
     if variant != "basic":
         raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
+    move, host = _movers(backend)
+    net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     L = mlp.depth
-    c = Cumulants.standard_gaussian(mlp.input_dim, _TRACK4_LINEAR)
+    c = Cumulants.standard_gaussian(mlp.input_dim, _TRACK4_LINEAR,
+                                    None if net is mlp else len(net)).map(move)
     fourth = FactoredFourth()
     flops = 0
     layers = []
-    for layer, W, b, last, mean_only in _affine_layers(mlp, stop, keep_last):
+    for layer, W, b, last, mean_only in _affine_layers(net, stop, keep_last, move):
         c, f = linear_step(c, W, b, _TRACK4_LINEAR, mean_only=mean_only)
         flops += f
         if not mean_only:
@@ -529,13 +678,13 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
             flops += f
         if last:
             break
-        layers.append(c)
+        layers.append(c.map(host))
         # the last hidden layer feeds a mean-only linear step: no new fourth cumulant needed
         update = keep_last or layer < L - 1
         c, fourth, f = _nonlinear4(c, fourth, mlp.activations[layer], update, layer + 1)
         flops += f
     if keep_last:
-        c.slices[4], f = _fourth_slices(fourth, c.n)
+        c.slices[4], f = _fourth_slices(fourth, c.n, c.mean)
         flops += f
-        layers.append(c)
-    return c.mean.copy(), flops, layers
+        layers.append(c.map(host))
+    return to_numpy(c.mean), flops, layers

@@ -423,6 +423,18 @@ class RandomMLP:
         return h.hexdigest()
 
 
+def _stacked_affine(net, layer: int):
+    """``(W, b)`` of one network, or of a stack (a list of RandomMLP of one shape: arrays
+    with the networks on a leading axis; ``b`` None when every network's is zero)."""
+    if isinstance(net, RandomMLP):
+        return net.affine(layer)
+    pairs = [m.affine(layer) for m in net]
+    W = np.stack([w for w, _ in pairs])
+    if all(b is None for _, b in pairs):
+        return W, None
+    return W, np.stack([np.zeros(W.shape[1]) if b is None else b for _, b in pairs])
+
+
 def _program(depth, act, gain, bias_var, n_out):
     """The Netsor program of :meth:`RandomMLP.random`, and the names of its weights and biases
     layer by layer (None: no bias).

@@ -45,7 +45,7 @@ import numpy as np
 from ..arrays import backend as make_backend
 from ..arrays import to_numpy
 from ..validation import check_bool, check_choice, check_int
-from .network import RandomMLP, _check_mlp
+from .network import RandomMLP, _check_mlp, _stacked_affine
 from .nonlinear import _check_cumulants, nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 from ..display import ResultDisplay
@@ -114,7 +114,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         One network, or a stack of networks with the same widths and activations: their
         cumulants are propagated together, one batched product per tensor leg and one
         broadcast per diagram for all of them (the result equals separate calls to
-        round-off; the factored estimators run the networks one after another).
+        round-off).
     K : int
         Order, 1..4 (see the module docstring).
     variant : {"basic", "augmented", "gaussian"}
@@ -134,8 +134,8 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         Where the tensor work runs (see :func:`symscale.arrays.backend`): numpy, torch or jax
         on any device; the Wick tables (O(n) per layer) and the exact-Gaussian step of
         ``variant="gaussian"`` are computed on the host. Results agree with numpy to
-        round-off and come back as numpy arrays (``estimate`` and ``layers``). The factored
-        estimators run on numpy only.
+        round-off and come back as numpy arrays (``estimate`` and ``layers``), the factored
+        estimators' too.
     dtype : {"float64"}
         Cumulants of order 3 and 4 are differences of large moments: propagate runs in
         float64 (float32 is refused until its error bound is derived).
@@ -184,9 +184,6 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     if bk.dtype_name != "float64":
         raise ValueError(f"dtype={dtype!r}: propagate runs in float64 (cumulants of order 3 "
                          "and 4 cancel large moments; no float32 error bound is derived)")
-    if factored and bk.name != "numpy":
-        raise ValueError(f"backend={bk.name!r}: the factored estimators run on numpy only; "
-                         "use factored=False (the dense K = 3, 4 run on every backend)")
     bk = None if bk.name == "numpy" else bk
     K = int(K)
     keep_layers = check_bool(keep_layers, "keep_layers")
@@ -201,8 +198,6 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     # overflow is reported as a FloatingPointError naming the layer (the steps check what
     # they read, and the estimate is checked): numpy's RuntimeWarnings would only be noise
     with np.errstate(over="ignore", invalid="ignore"):
-        if stack is not None and factored:
-            return _run_each(stack, K, variant, keep_layers, upto, stop, coherent_only, t0)
         return _run(stack or mlp, K, variant, factored, keep_layers, upto, stop, coherent_only,
                     t0, bk)
 
@@ -229,35 +224,6 @@ def _as_stack(mlp):
     return list(mlp)
 
 
-def _affine(net, layer):
-    """``(W, b)`` of one network, or of a stack (arrays with the networks on a leading axis;
-    ``b`` None when every network's is zero)."""
-    if isinstance(net, RandomMLP):
-        return net.affine(layer)
-    pairs = [m.affine(layer) for m in net]
-    W = np.stack([w for w, _ in pairs])
-    if all(b is None for _, b in pairs):
-        return W, None
-    return W, np.stack([np.zeros(W.shape[1]) if b is None else b for _, b in pairs])
-
-
-def _run_each(stack, K, variant, keep_layers, upto, stop, coherent_only, t0):
-    """The factored estimators on a stack: network after network, results stacked."""
-    runs = [_run(m, K, variant, True, keep_layers, upto, stop, coherent_only, t0)
-            for m in stack]
-    layers = tuple(_stack_cumulants([r.layers[i] for r in runs])
-                   for i in range(len(runs[0].layers)))
-    return Propagation(np.stack([r.estimate for r in runs]), sum(r.flops for r in runs),
-                       time.perf_counter() - t0, layers, K, variant, True, (len(stack),))
-
-
-def _stack_cumulants(cs):
-    return Cumulants(np.stack([c.mean for c in cs]),
-                     {d: np.stack([c.full[d] for c in cs]) for d in cs[0].full},
-                     {d: {p: np.stack([c.slices[d][p] for c in cs]) for p in s}
-                      for d, s in cs[0].slices.items()})
-
-
 def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0, bk=None):
     mlp = net if isinstance(net, RandomMLP) else net[0]
     batch = () if net is mlp else (len(net),)
@@ -266,10 +232,10 @@ def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0, 
         from .factored import factored_k3_run, factored_k4_run
 
         run = factored_k3_run if K == 3 else factored_k4_run
-        estimate, flops, layers = run(mlp, stop, variant, upto is not None)
+        estimate, flops, layers = run(net, stop, variant, upto is not None, bk)
         _check_estimate(estimate, stop, L)
         return Propagation(estimate, int(flops), time.perf_counter() - t0,
-                           tuple(layers) if keep_layers else (), K, variant, True)
+                           tuple(layers) if keep_layers else (), K, variant, True, batch)
     tracking = Tracking.for_estimator(2 if variant == "gaussian" else K,
                                       "basic" if variant == "gaussian" else variant)
     c = Cumulants.standard_gaussian(mlp.input_dim, tracking, batch[0] if batch else None)
@@ -279,7 +245,7 @@ def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0, 
     flops = 0
     layers = []
     for layer in range(stop):
-        W, b = _affine(net, layer)
+        W, b = _stacked_affine(net, layer)
         W, b = move(W), (None if b is None else move(b))
         c, f = linear_step(c, W, b, tracking, mean_only=(upto is None and layer == L),
                            coherent_only=coherent_only)

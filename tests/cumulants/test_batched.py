@@ -52,6 +52,33 @@ def test_stack_flops_are_the_sum_of_the_single_calls(K):
     assert abs(stacked.flops - single) <= 0.01 * single
 
 
+@pytest.mark.parametrize("K, step, calls", [(3, "_nonlinear", 2), (4, "_nonlinear4", 3)])
+def test_factored_runs_a_stack_in_batched_products(monkeypatch, K, step, calls):
+    """One factored nonlinear step per layer for the whole stack (not one per network), with
+    the per-network FLOPs, the upto path (tails read its slices) and the overflow message."""
+    from symscale.cumulants import factored
+
+    seen = []
+    real = getattr(factored, step)
+    monkeypatch.setattr(factored, step,
+                        lambda z, *a, **k: seen.append(z.batch) or real(z, *a, **k))
+    nets = _stack(10 if K == 3 else 6, n=4, depth=3, activation="tanh")
+    stacked = propagate(nets, K=K, factored=True)
+    # K = 3 skips the step before the mean-only output (its mean needs only the diagonal)
+    assert seen == [(4,)] * calls
+    single = [propagate(m, K=K, factored=True) for m in nets]
+    assert abs(stacked.flops - sum(r.flops for r in single)) <= 0.01 * stacked.flops
+    upto = propagate(nets, K=K, factored=True, upto=2)
+    for b, net in enumerate(nets):
+        one = propagate(net, K=K, factored=True, upto=2)
+        for a, c in zip(upto.layers[-1].network(b).arrays(), one.layers[-1].arrays()):
+            np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-14)
+    W = [w * (1e200 if i == 0 else 1.0) for i, w in enumerate(nets[1].weights)]
+    nets[1] = RandomMLP.from_weights(W, None, "tanh")
+    with pytest.raises(FloatingPointError, match="network 1"):
+        propagate(nets, K=K, factored=True)
+
+
 def test_upto_and_tanh_work_on_a_stack():
     nets = _stack(10, n=3, activation="tanh")
     stacked = propagate(nets, K=3, upto=2)
