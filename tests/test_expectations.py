@@ -173,3 +173,29 @@ def test_polynomial_moments_are_derived_and_agree_with_quadrature():
         polynomial_expectation("u*v", u, v)
     with pytest.raises(ValueError, match="i must be >= 0"):
         polynomial_moment(-1, 0)
+
+
+def test_limits_apply_entry_by_entry_in_mixed_arrays():
+    """The rho = +-1 and infinite-argument limits are evaluated only where they apply: in an
+    array mixing them with ordinary entries every entry equals its own scalar evaluation."""
+    from symscale.expectations.bivariate import (bivariate_normal_cdf,
+                                                 relu_bivariate_moment_numeric)
+
+    a = np.array([0.3, np.inf, -np.inf, 0.5, -0.2, 0.0])
+    b = np.array([-0.1, 0.4, 0.2, np.inf, 0.7, 0.0])
+    rho = np.array([0.2, 0.5, -0.3, 1.0, -1.0, 1.0])
+    got = bivariate_normal_cdf(a, b, rho)
+    for i in range(a.size):
+        assert got[i] == bivariate_normal_cdf(a[i], b[i], rho[i])
+    m1, m2 = np.array([0.1, -0.3, 0.2, 0.0]), np.array([0.4, 0.2, -0.5, 0.0])
+    s1, s2 = np.array([1.0, 0.7, 1.3, 2.0]), np.array([0.5, 1.1, 0.9, 1.0])
+    r = np.array([0.3, 1.0, -1.0, -0.6])
+    got = relu_bivariate_moment_numeric(m1, m2, s1, s2, r)
+    for i in range(m1.size):
+        assert got[i] == relu_bivariate_moment_numeric(m1[i], m2[i], s1[i], s2[i], r[i])
+    # the rho = 1 limit: E[relu(m1 + s1 Z) relu(m2 + s2 Z)] by a fine trapezoid rule (the
+    # integrand has kinks: error O(h^2) ~ 1e-9 here)
+    z = np.linspace(-12.0, 12.0, 400_001)
+    f = (np.maximum(m1[1] + s1[1] * z, 0) * np.maximum(m2[1] + s2[1] * z, 0)
+         * np.exp(-z * z / 2) / np.sqrt(2 * np.pi))
+    assert abs(got[1] - (z[1] - z[0]) * (f.sum() - (f[0] + f[-1]) / 2)) < 1e-8

@@ -36,12 +36,17 @@ def gaussian_step(z: Cumulants, activation, layer=None) -> tuple[Cumulants, int]
     sd = np.sqrt(var)
     w = wick_table(activation, mu.reshape(-1), var.reshape(-1), 0, 2).reshape((3, 1) + mu.shape)
     m1, m2 = w[1, 0], w[2, 0]
-    col, row = (slice(None), None), (None, slice(None))  # a vector as a column / a row
-    rho = np.clip(S / (sd[(..., *col)] * sd[(..., *row)]), -1.0, 1.0)
-    joint, how = bivariate_moment(activation, mu[(..., *col)], mu[(..., *row)], sd[(..., *col)],
-                                  sd[(..., *row)], rho)
-    flops = 60 * S.size if how == "relu closed form" else 6 * S.size * GH_DEGREE**2
-    cov = joint - m1[(..., *col)] * m1[(..., *row)]
-    i = np.arange(mu.shape[-1])
+    # the covariance is symmetric: the bivariate moments of the pairs i < j only (half the
+    # work, and an exactly symmetric result)
+    n = mu.shape[-1]
+    a, b = np.triu_indices(n, 1)
+    rho = np.clip(S[..., a, b] / (sd[..., a] * sd[..., b]), -1.0, 1.0)
+    joint, how = bivariate_moment(activation, mu[..., a], mu[..., b], sd[..., a], sd[..., b],
+                                  rho)
+    pairs = rho.size
+    flops = 60 * pairs if how == "relu closed form" else 6 * pairs * GH_DEGREE**2
+    cov = np.empty(S.shape)
+    cov[..., a, b] = cov[..., b, a] = joint - m1[..., a] * m1[..., b]
+    i = np.arange(n)
     cov[..., i, i] = m2 - m1**2
     return Cumulants(m1.copy(), {2: cov}), int(flops)

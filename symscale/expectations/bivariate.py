@@ -96,14 +96,22 @@ def bivariate_normal_cdf(a, b, rho):
         raise ValueError("a and b must not be NaN and rho must lie in [-1, 1]")
     with np.errstate(all="ignore"):
         r = np.sqrt((1 - rho) * (1 + rho))
-        out = 0.5 * (sps.ndtr(a) + sps.ndtr(b)) - sps.owens_t(a, _owen_arg(a, b, rho, r)) \
-            - sps.owens_t(b, _owen_arg(b, a, rho, r)) - 0.5 * ((a < 0) != (b < 0))
-        out = np.where(rho == 1, sps.ndtr(np.minimum(a, b)), out)
-        out = np.where(rho == -1, np.maximum(sps.ndtr(a) - sps.ndtr(-b), 0.0), out)
-        out = np.where(np.isinf(a) | np.isinf(b),
-                       np.where((a == -np.inf) | (b == -np.inf), 0.0,
-                                sps.ndtr(np.minimum(a, b))), out)
+        out = np.array(0.5 * (sps.ndtr(a) + sps.ndtr(b)) - sps.owens_t(a, _owen_arg(a, b, rho, r))
+                       - sps.owens_t(b, _owen_arg(b, a, rho, r)) - 0.5 * ((a < 0) != (b < 0)))
+        # the limits, evaluated only where they apply (usually nowhere); later ones win
+        _put(out, rho == 1, lambda a, b: sps.ndtr(np.minimum(a, b)), a, b)
+        _put(out, rho == -1, lambda a, b: np.maximum(sps.ndtr(a) - sps.ndtr(-b), 0.0), a, b)
+        _put(out, np.isinf(a) | np.isinf(b),
+             lambda a, b: np.where((a == -np.inf) | (b == -np.inf), 0.0,
+                                   sps.ndtr(np.minimum(a, b))), a, b)
     return out[()]
+
+
+def _put(out, mask, fn, *args):
+    """``out[mask] = fn(*(x[mask] for x in args))``, skipping the call when no entry is
+    masked (the limits of a formula cost nothing where they do not apply)."""
+    if mask.any():
+        out[mask] = fn(*(x[mask] for x in args))
 
 
 def _owen_arg(h, k, rho, r):
@@ -140,12 +148,14 @@ def relu_bivariate_moment_numeric(mu1, mu2, s1, s2, rho):
         r = np.sqrt((1 - rho) * (1 + rho))
         pa, pb = np.exp(-0.5 * a * a) / _SQRT_2PI, np.exp(-0.5 * b * b) / _SQRT_2PI
         q = (a * a - 2 * rho * a * b + b * b) / (2 * r * r)
-        out = ((m1 * m2 + rho * s1 * s2) * bivariate_normal_cdf(a, b, rho)
-               + m1 * s2 * pb * sps.ndtr((a - rho * b) / r)
-               + m2 * s1 * pa * sps.ndtr((b - rho * a) / r)
-               + s1 * s2 * r / (2 * np.pi) * np.exp(-np.where(r > 0, q, np.inf)))
-        out = np.where(rho == 1, _comoving(m1, s1, m2, s2, np.maximum(-a, -b), np.inf), out)
-        out = np.where(rho == -1, _comoving(m1, s1, m2, -s2, -a, np.maximum(b, -a)), out)
+        out = np.array((m1 * m2 + rho * s1 * s2) * bivariate_normal_cdf(a, b, rho)
+                       + m1 * s2 * pb * sps.ndtr((a - rho * b) / r)
+                       + m2 * s1 * pa * sps.ndtr((b - rho * a) / r)
+                       + s1 * s2 * r / (2 * np.pi) * np.exp(-np.where(r > 0, q, np.inf)))
+        _put(out, rho == 1, lambda m1, s1, m2, s2, a, b: _comoving(
+            m1, s1, m2, s2, np.maximum(-a, -b), np.inf), m1, s1, m2, s2, a, b)
+        _put(out, rho == -1, lambda m1, s1, m2, s2, a, b: _comoving(
+            m1, s1, m2, -s2, -a, np.maximum(b, -a)), m1, s1, m2, s2, a, b)
     if not np.all(np.isfinite(out)):
         i = np.unravel_index(int(np.argmax(~np.isfinite(out))), out.shape)
         raise FloatingPointError(
