@@ -51,7 +51,7 @@ from ..kernels import dual_kernel_numeric
 from ..linalg import safe_rms
 from ..netsor.network import sample_network
 from ..netsor.program import Program
-from ..validation import check_bool, check_int, check_real, check_seed, seed_int
+from ..validation import check_bool, check_finite, check_int, check_real, check_seed, seed_int
 from . import readout as ro
 from ..display import ResultDisplay
 
@@ -85,10 +85,11 @@ def _weights(y, n):
 
 
 def _signed(F, *mats):
-    """Flip columns so that each column's largest-|.| entry of F is positive (F first)."""
+    """Flip columns so that each column's largest-|.| entry of F (numpy) is positive (F first;
+    ``mats`` may be backend arrays, flipped where they are)."""
     idx = np.argmax(np.abs(F), axis=0)
     s = np.where(F[idx, np.arange(F.shape[1])] < 0, -1.0, 1.0)
-    return [m * s for m in (F, *mats)]
+    return [m * _movers(m)[0](s) for m in (F, *mats)]
 
 
 def _by_magnitude(vals, vecs):
@@ -249,6 +250,20 @@ class KernelFilter:
     features: np.ndarray
 
 
+def _check_gram(G):
+    """``G`` as a finite square matrix: numpy (array_like) checked as before, or a backend
+    array checked where it is (only a failing one is copied to the host, for the message)."""
+    if isinstance(G, np.ndarray) or not hasattr(G, "shape"):
+        G = ro._matrix(G, "G")
+        return ro._matrix(G, "G", G.shape[0])  # square
+    if len(G.shape) != 2 or G.shape[0] != G.shape[1] or G.shape[0] < 1:
+        raise ValueError(f"G must be a square 2-D array, got shape {tuple(G.shape)}")
+    xp = namespace(G)
+    if not bool(xp.all(xp.isfinite(G))):
+        check_finite(to_numpy(G), "G")
+    return G
+
+
 def _check_clip(clip) -> float:
     # 0 < clip: the floor is divided by; clip <= 1: a floor above the largest eigenvalue
     # would change every eigenvalue
@@ -263,6 +278,10 @@ def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-
     The first-moment direction is the RKHS version of the finite one:
     :math:`a_u = y/n - AA^\top Gy/n`, normalized to unit RKHS norm.
 
+    ``G`` may be a torch or jax array (float64, any device): both n x n eigenproblems and the
+    n x n products run there, only eigenvalues and the sign choice on the host; the result is
+    numpy, equal to the numpy one to round-off.
+
     Examples
     --------
     >>> import numpy as np
@@ -273,33 +292,38 @@ def kernel_filter(G, y, k: int, *, first_moment: bool = False, clip: float = 1e-
     >>> np.allclose(kf.eigenvalues, sf.eigenvalues), np.allclose(kf.features, sf.features)
     (True, True)
     """
-    G = ro._matrix(G, "G")
+    G = _check_gram(G)
     n = G.shape[0]
-    G = ro._matrix(G, "G", n)  # square
     y = _weights(y, n)
     k = check_int(k, "k", low=1, high=n)
     first_moment = check_bool(first_moment, "first_moment")
     clip = _check_clip(clip)
-    d, U = np.linalg.eigh((G + G.T) / 2)
-    if d[-1] <= 0:
+    # one code path: xp is numpy itself and dev/host are identities for a numpy G
+    xp, (dev, host) = namespace(G), _movers(G)
+    y_dev = dev(y)
+    d, U = xp.linalg.eigh((G + G.T) / 2)
+    top = float(d[-1])
+    if top <= 0:
         raise ValueError("G must have a positive eigenvalue (a nonzero PSD Gram matrix)")
-    floor = clip * d[-1]
+    floor = clip * top
     if not floor > 0:  # clip * largest eigenvalue underflows: 1/sqrt(0) below
         raise ValueError(f"clip * largest eigenvalue of G underflows to 0 (clip={clip!r}, "
-                         f"largest {d[-1]!r}); increase clip or rescale G")
-    d = np.maximum(d, floor)
-    root = (U * np.sqrt(d)) @ U.T
-    M = root @ (y[:, None] * root) / n
-    vals, B = _by_magnitude(*np.linalg.eigh((M + M.T) / 2))
-    F, B = _signed(root @ B[:, :k], B[:, :k])
-    A = U @ ((U.T @ B) / np.sqrt(d)[:, None])
+                         f"largest {top!r}); increase clip or rescale G")
+    d = xp.maximum(d, floor)
+    root = (U * xp.sqrt(d)) @ U.T
+    M = root @ (y_dev[:, None] * root) / n
+    vals, B = xp.linalg.eigh((M + M.T) / 2)
+    vals, B = _by_magnitude(host(vals), B)  # the order is chosen on the host, B stays put
+    F, B = _signed(host(root @ B[:, :k]), B[:, :k])
+    A = U @ ((U.T @ B) / xp.sqrt(d)[:, None])
     if first_moment:
         Gc = (U * d) @ U.T
-        a_u = y / n - A @ (B.T @ (root @ y)) / n  # A^T G y = B^T G^{1/2} y
-        norm = np.sqrt(max(a_u @ Gc @ a_u, 0.0))
-        a_u = a_u / norm if norm > 1e-12 * np.sqrt(max(y @ Gc @ y, 0.0)) / n else 0 * a_u
-        A, F = np.column_stack([A, a_u]), np.column_stack([F, Gc @ a_u])
-    return KernelFilter(A, vals[:k].copy(), vals, F)
+        a_u = y_dev / n - A @ (B.T @ (root @ y_dev)) / n  # A^T G y = B^T G^{1/2} y
+        norm = np.sqrt(max(float(a_u @ Gc @ a_u), 0.0))
+        small = 1e-12 * np.sqrt(max(float(y_dev @ Gc @ y_dev), 0.0)) / n
+        a_u = a_u / norm if norm > small else 0 * a_u
+        A, F = np.column_stack([host(A), host(a_u)]), np.column_stack([F, host(Gc @ a_u)])
+    return KernelFilter(host(A), vals[:k].copy(), vals, F)
 
 
 # -- variational characterization -----------------------------------------------------------------
@@ -671,6 +695,12 @@ class LoFiKernel(_LoFiBase):
     clip : float
         Relative eigenvalue floor of each layer kernel, ``0 < clip <= 1`` (see
         :func:`kernel_filter`).
+    backend, device :
+        Where the Gram matrices, the n x n filter eigenproblems and the test-time cross
+        kernel products run (:func:`symscale.arrays.backend`; float64): numpy, torch or jax,
+        any device. The dual kernel of the activation (closed form or quadrature) and the
+        readout run on the host (numpy), so the fitted model equals the numpy one to
+        round-off; its attributes are numpy arrays.
 
     Attributes
     ----------
@@ -679,9 +709,11 @@ class LoFiKernel(_LoFiBase):
     """
 
     def __init__(self, ks, activation="relu", first_moment: bool = False, ridge="loo",
-                 final_lift: bool = False, lambdas=ro.DEFAULT_LAMBDAS, clip: float = 1e-6):
+                 final_lift: bool = False, lambdas=ro.DEFAULT_LAMBDAS, clip: float = 1e-6,
+                 backend="numpy", device=None):
         self.ks, self.activation, self.first_moment, self.ridge = ks, activation, first_moment, ridge
         self.final_lift, self.lambdas, self.clip = final_lift, lambdas, clip
+        self.backend, self.device = backend, device
 
     def _validate_params_(self):
         """The checked parameters, as fitted attributes ``ks_``, ``activation_`` ..."""
@@ -702,8 +734,17 @@ class LoFiKernel(_LoFiBase):
         self.final_lift_ = check_bool(self.final_lift, "final_lift")
         self.lambdas_ = ro._lambdas(self.lambdas)
         self.clip_ = _check_clip(self.clip)
+        self.backend_ = off_numpy(self.backend, self.device)
+
+    def _on_backend(self, a):
+        """``a`` on the backend; ``a`` itself on the numpy path (and for a model fitted before
+        ``backend`` existed)."""
+        bk = getattr(self, "backend_", None)
+        return a if bk is None else bk.asarray(a)
 
     def _kernel(self, q11, q12, q22):
+        # host only: dual_kernel_numeric is numpy code (closed forms printed for numpy, in-place
+        # edge-value fixes, chunked quadrature)
         return dual_kernel_numeric(self.activation_, q11, q12, q22)
 
     def _train_kernel(self, q):
@@ -722,16 +763,19 @@ class LoFiKernel(_LoFiBase):
         if not self.input_norm_ > 0:
             raise ValueError("X must not be all zeros")
         self.X_train_ = X
-        q = _normalized_gram(X, X, self.input_norm_)
+        Xb = self._on_backend(X)
+        dev, host = _movers(Xb)  # identities on the numpy path
+        q = host(_normalized_gram(Xb, Xb, self.input_norm_))
         filters, self.norms_ = [], []
         for layer, k in enumerate(self.ks_):
-            filters.append(kernel_filter(self._train_kernel(q), y, k, clip=self.clip_,
+            filters.append(kernel_filter(dev(self._train_kernel(q)), y, k, clip=self.clip_,
                                          first_moment=self.first_moment_))
             F = filters[-1].features
             self.norms_.append(safe_rms(F))
             if not self.norms_[-1] > 0:
                 raise ValueError(f"X gives all-zero features at layer {layer}")
-            q = _normalized_gram(F, F, self.norms_[-1])
+            Fb = dev(F)
+            q = host(_normalized_gram(Fb, Fb, self.norms_[-1]))
         names = ("coefs", "eigenvalues", "spectrum", "features")
         self.coefs_, self.eigenvalues_, self.spectra_, self.features_ = (
             [getattr(f, a) for f in filters] for a in names)
@@ -742,18 +786,23 @@ class LoFiKernel(_LoFiBase):
         return self
 
     def _cross(self, f, F, c):
-        """Next lifted kernel k(x, X): dual kernel at q = f.f'/c^2 (test rows, train columns)."""
+        """Next lifted kernel k(x, X): dual kernel at q = f.f'/c^2 (test rows, train columns).
+
+        ``f`` and ``F`` are on the backend, where q is formed; the kernel is numpy."""
+        xp, host = namespace(f), _movers(f)[1]
         f, F = f / c, F / c  # c^2 may overflow or underflow; f/c is O(1)
-        return self._kernel(np.sum(f * f, axis=1)[:, None], f @ F.T,
-                            np.sum(F * F, axis=1)[None, :])
+        return self._kernel(host(xp.sum(f * f, axis=1)[:, None]), host(f @ F.T),
+                            host(xp.sum(F * F, axis=1)[None, :]))
 
     def _layers(self, X, lift=False):
-        """Test features per layer (and, with ``lift``, the lifted kernel after the last)."""
-        out, f, F, c = [], X, self.X_train_, self.input_norm_
+        """Test features per layer, numpy (and, with ``lift``, the lifted kernel after the
+        last)."""
+        f, F = self._on_backend(X), self._on_backend(self.X_train_)
+        (dev, host), out, c = _movers(f), [], self.input_norm_
         for A, F_next, c_next in zip(self.coefs_, self.features_, self.norms_):
-            f = self._cross(f, F, c) @ A
-            out.append(f)
-            F, c = F_next, c_next
+            f = dev(self._cross(f, F, c)) @ dev(A)
+            out.append(host(f))
+            F, c = dev(F_next), c_next
         return out, (self._cross(f, F, c) if lift else None)
 
     def _features(self, X):
