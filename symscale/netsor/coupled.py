@@ -77,16 +77,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..activations import Activation
+from ..arrays import namespace, off_numpy, to_numpy
 from ..display import ResultDisplay
 from ..linalg import psd_pinv as _psd_pinv
-from ..linalg import psd_sqrt
+from ..linalg import psd_sqrt, psd_sqrt_of_stack
 from ..metrics import gaussian_w2, sliced_wasserstein
 from ..validation import check_bool, check_int, check_real, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .infinite import run_infinite
 from .network import apply_op, layer_dims, nonfinite
-from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, MatMul, Readout,
-                      Weight, _kinds, _parents, as_graph, topological_order, validate)
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, MatMul, NonLin,
+                      Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
 
 __all__ = ["run_coupled", "CoupledRun", "LIMIT_PINV_RTOL"]
 
@@ -286,9 +288,17 @@ class _LimitPlan:
             elif isinstance(op, Readout):
                 self.out[node] = psd_sqrt(inf.kernels[node])
 
+    def move(self, put):
+        """Every matrix through ``put`` (to a backend: the plan is P x P and computed once on
+        the host, from run_infinite's numpy kernels)."""
+        self.mat = {k: (None if B is None else put(B), put(R)) for k, (B, R) in self.mat.items()}
+        self.out = {k: put(R) for k, R in self.out.items()}
+        self.scalar = {k: put(v) for k, v in self.scalar.items()}
+        self.mix = {k: (put(M), put(off)) for k, (M, off) in self.mix.items()}
+
 
 def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
-                independent: bool = False) -> CoupledRun:
+                independent: bool = False, backend="numpy", device=None) -> CoupledRun:
     """Run ``n_networks`` finite networks coupled to their infinite-width limit.
 
     Parameters
@@ -306,6 +316,14 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     independent : bool
         The uncoupled comparison: the limit side draws its own Gaussians (the distance then
         has a floor instead of falling with the width).
+    backend, device :
+        Where the per-network numerics run (:func:`symscale.arrays.backend`; float64): numpy,
+        torch or jax, any device -- both sides' forward passes and the conditioning (least
+        squares, eigendecompositions, PSD square roots, products). The Gaussian draws are
+        numpy's, so every result equals numpy's to round-off. The limit kernels and the
+        network-independent P x P regressions of the limit side are computed once on the
+        host; multi-argument nonlinearities are evaluated on the host. The result holds numpy
+        arrays.
 
     Returns
     -------
@@ -333,6 +351,7 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     validate(G)
     n_networks = check_int(n_networks, "n_networks", low=2)
     independent = check_bool(independent, "independent")
+    bk = off_numpy(backend, device)
     seeds = seed_sequence(seed).spawn(n_networks)
     data, P = prepare_inputs(G, X)
     order = topological_order(G)
@@ -346,19 +365,28 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
         start += G.nodes[o]["op"].dim
     inf = run_infinite(G, X)
     plan = _LimitPlan(G, order, par, inf)
+    acts, on = {}, data  # on: the inputs where the networks run
+    if bk is not None:  # the draws stay numpy's (the same on every backend), moved per line
+        plan.move(bk.asarray)
+        on = {k: bk.asarray(v) for k, v in data.items()}
+        acts = {v: bk.activation(G.nodes[v]["op"].fn) for v in order
+                if isinstance(G.nodes[v]["op"], NonLin)
+                and isinstance(G.nodes[v]["op"].fn, Activation)}
+    host = to_numpy if bk is not None else _same
     vec = [n for n in order if kind[n] in ("G", "H", "K")]  # K: kernel scalars (P,)
     finite = np.empty((n_networks, P, start))
     limit = np.empty((n_networks, P, start))
     lines = {n: np.empty(n_networks) for n in vec}
     for i in range(n_networks):
         rng_f, rng_l = (np.random.default_rng(s) for s in seeds[i].spawn(2))
-        vf, vl, of, ol = _one_network(G, order, par, data, dims, plan, P, rng_f,
-                                      rng_l if independent else None)
+        vf, vl, of, ol = _one_network(G, order, par, on, dims, plan, P, rng_f,
+                                      rng_l if independent else None, bk, acts)
         for o in outs:
-            finite[i, :, cols[o]] = of[o].T
-            limit[i, :, cols[o]] = ol[o].T
+            finite[i, :, cols[o]] = host(of[o]).T
+            limit[i, :, cols[o]] = host(ol[o]).T
         for n in vec:
-            lines[n][i] = math.sqrt(float(np.mean((vf[n] - vl[n]) ** 2)))
+            d = vf[n] - vl[n]
+            lines[n][i] = math.sqrt(float(namespace(d).mean(d ** 2)))
     rep = duplicate_map(G, data, P)
     if rep is not None:  # equal inputs: equal rows, not equal up to rounding
         finite, limit = finite[:, rep], limit[:, rep]
@@ -369,25 +397,68 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
                       lines, sizes.pop() if len(sizes) == 1 else dict(dims), independent)
 
 
+def _same(a):
+    return a
+
+
+def _psd_root(M):
+    """psd_sqrt of a P x P matrix of any backend; a non-finite one is psd_sqrt's ValueError
+    on every backend (a device eigh would silently return a zero root)."""
+    if isinstance(M, np.ndarray):
+        return psd_sqrt(M)
+    xp = namespace(M)
+    if not bool(xp.all(xp.isfinite(M))):
+        psd_sqrt(to_numpy(M))  # raises
+    return psd_sqrt_of_stack(M)
+
+
+def _lstsq(H, h):
+    """``(H^T H)^+ H^T h``, min-norm, singular values below ``eps max(H.shape)`` times the
+    largest cut: numpy's lstsq; elsewhere the same cut through the SVD (torch's lstsq on CUDA
+    assumes full rank, and duplicated inputs or a vector used twice make H singular)."""
+    if isinstance(H, np.ndarray):
+        return np.linalg.lstsq(H, h, rcond=None)[0]
+    xp = namespace(H)
+    U, s, Vt = xp.linalg.svd(H, full_matrices=False)
+    keep = s > _EPS * max(H.shape) * s[0]
+    inv = xp.where(keep, 1.0 / xp.where(keep, s, 1.0), 0.0)
+    return Vt.T @ (inv[:, None] * (U.T @ h))
+
+
+def _spectral_norm(a):
+    # np.linalg.matrix_norm needs numpy >= 2
+    if isinstance(a, np.ndarray):
+        return np.linalg.norm(a, 2)
+    return namespace(a).linalg.matrix_norm(a, ord=2)
+
+
 def _conditional(H, Gp, h, var_over_n, xi):
     """``G B + xi S^{1/2}``: A h given the revealed products Gp = A H (rows of A iid
-    N(0, var/n)); H None for the first use."""
+    N(0, var/n)); H None for the first use. Arrays of any backend."""
     if H is None:
-        return xi @ psd_sqrt(var_over_n * (h.T @ h))
-    B, *_ = np.linalg.lstsq(H, h, rcond=None)  # (H^T H)^+ H^T h, min-norm
+        return xi @ _psd_root(var_over_n * (h.T @ h))
+    xp = namespace(h)
+    B = _lstsq(H, h)
     proj = H @ B
     r = h - proj
     # the residual's round-off comes from the projection: below it, h is in span(H)
-    noise = 16 * _EPS * np.linalg.norm(proj, 2)
+    noise = 16 * _EPS * _spectral_norm(proj)
     S = var_over_n * (r.T @ r)
-    w, U = np.linalg.eigh(S)
-    root = np.sqrt(np.where(w > var_over_n * noise ** 2, w, 0.0))
+    w, U = xp.linalg.eigh(S)
+    # below P eps max|w| an eigenvalue is the eigensolver's round-off, of either sign (a
+    # direction h shares with H when inputs repeat): cut it on every library alike
+    cut = max(var_over_n * float(noise) ** 2, S.shape[0] * _EPS * float(xp.max(xp.abs(w))))
+    root = xp.sqrt(xp.where(w > cut, w, 0.0))
     return Gp @ B + xi @ ((U * root) @ U.T)
 
 
-def _one_network(G, order, par, data, dims, plan, P, rng, rng_l):
+def _one_network(G, order, par, data, dims, plan, P, rng, rng_l, bk=None, acts=None):
     """Values (finite, limit) of every vector node and output of one coupled network; with
-    ``rng_l`` the limit side draws its own Gaussians (uncoupled comparison)."""
+    ``rng_l`` the limit side draws its own Gaussians (uncoupled comparison). With a backend
+    ``bk`` the numpy draws are moved to it and ``acts`` holds its activations (data and plan
+    already moved)."""
+    put = bk.asarray if bk is not None else _same
+    acts = acts or {}
     vf, vl, of, ol = {}, {}, {}, {}
     # matrix -> (H columns, revealed products): finite side, embeddings of the uncoupled limit
     # side; limit side: matrix -> revealed products (its regressions are in the plan)
@@ -397,16 +468,17 @@ def _one_network(G, order, par, data, dims, plan, P, rng, rng_l):
         with np.errstate(all="ignore"):  # non-finite values: typed errors naming the node
             if isinstance(op, (Embed, MatMul, Bias)):
                 shape = (dims[node], 1 if isinstance(op, Bias) else P)
-                xi = rng.standard_normal(shape)
-                xl = xi if rng_l is None else rng_l.standard_normal(shape)
+                xi = put(rng.standard_normal(shape))
+                xl = xi if rng_l is None else put(rng_l.standard_normal(shape))
             if isinstance(op, Embed):
                 x = data[op.data].T  # d x P: the same law on both sides
                 s2 = op.weight_var / x.shape[0]
                 vf[node] = _reveal(rev_f, op.weight, x, s2, xi)
                 vl[node] = vf[node] if rng_l is None else _reveal(rev_e, op.weight, x, s2, xl)
             elif isinstance(op, Bias):
-                vf[node] = np.repeat(math.sqrt(op.var) * xi, P, axis=1)
-                vl[node] = np.repeat(math.sqrt(op.var) * xl, P, axis=1)
+                xp = namespace(xi)
+                vf[node] = xp.repeat(math.sqrt(op.var) * xi, P, axis=1)
+                vl[node] = xp.repeat(math.sqrt(op.var) * xl, P, axis=1)
             elif isinstance(op, MatMul):
                 A, h = p["A"], p[0]
                 fan_in = dims[h] if not op.transpose else dims[node]
@@ -416,26 +488,27 @@ def _one_network(G, order, par, data, dims, plan, P, rng, rng_l):
                 g = xl @ root
                 if B is not None:
                     g = g + Gp @ B
-                rev_l[A] = g if Gp is None else np.hstack([Gp, g])
+                rev_l[A] = g if Gp is None else namespace(g).concatenate([Gp, g], axis=1)
                 vl[node] = g
             elif isinstance(op, Readout):
                 h = vf[p[0]]
                 n = h.shape[0]
-                xi = rng.standard_normal((op.dim, P))
-                xl = xi if rng_l is None else rng_l.standard_normal((op.dim, P))
-                of[node] = xi @ psd_sqrt(op.var * (h.T @ h) / n + op.bias_var)
+                xi = put(rng.standard_normal((op.dim, P)))
+                xl = xi if rng_l is None else put(rng_l.standard_normal((op.dim, P)))
+                of[node] = xi @ _psd_root(op.var * (h.T @ h) / n + op.bias_var)
                 ol[node] = xl @ plan.out[node]
                 nonfinite(node, "the readout", of[node], n)
                 continue
             else:
-                vf[node] = apply_op(node, op, p, vf, dims)  # empirical scalars, LN, attention
+                fn = acts.get(node)  # the backend's activation (None on numpy)
+                vf[node] = apply_op(node, op, p, vf, dims, fn)  # empirical scalars, LN, attention
                 if node in plan.scalar:
                     vl[node] = plan.scalar[node]
                 elif node in plan.mix:
                     M, off = plan.mix[node]
                     vl[node] = vl[p[op.source_slot]] @ M.T + off
                 else:  # NonLin (with the limit kernel scalars as its parameters), LinComb
-                    vl[node] = apply_op(node, op, p, vl, dims)
+                    vl[node] = apply_op(node, op, p, vl, dims, fn)
         n = dims[node] if node in dims else dims[p[0]]  # a KernelScalar: its arguments' width
         nonfinite(node, "the value (finite side)", vf[node], n)
         nonfinite(node, "the value (limit side)", vl[node], n)
@@ -446,5 +519,9 @@ def _reveal(state, key, h, var_over_n, xi):
     """Finite-side product of matrix ``key`` with h, conditional on its earlier products."""
     H, Gp = state.get(key, (None, None))
     g = _conditional(H, Gp, h, var_over_n, xi)
-    state[key] = (h, g) if H is None else (np.hstack([H, h]), np.hstack([Gp, g]))
+    if H is None:
+        state[key] = (h, g)
+    else:
+        xp = namespace(g)
+        state[key] = (xp.concatenate([H, h], axis=1), xp.concatenate([Gp, g], axis=1))
     return g
