@@ -28,8 +28,6 @@ import importlib.util
 import os
 import re
 import sys
-import time
-import traceback
 from pathlib import Path
 
 from .formula import CheckReport, Formula

@@ -456,7 +456,6 @@ def linear_step(c: Cumulants, W: np.ndarray, b, tracking: Tracking, *, mean_only
                                                             device=device_of(W))
             for p, arr in masked.items():
                 for spec, count, pair in _slice_plan(p, q, coherent_only, lead > 0):
-                    ops = (arr,) + (W,) * d
                     if pair is not None:
                         term, f = _pair_gemm(arr, W, lead)
                     else:
