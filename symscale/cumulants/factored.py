@@ -46,10 +46,12 @@ So the stack grows by :math:`2n` matrices per layer, a layer costs :math:`O(n^4\
 run :math:`O(n^4L^2)` with :math:`O(n^3L)` memory, against :math:`O(n^5L)` and :math:`n^4`
 dense. Nothing is dropped: it equals the dense :math:`K=4` estimator to round-off.
 
-**Backends.** Both run on numpy, torch or jax arrays (``propagate(..., backend=)``): the
-numpy path writes its products into preallocated buffers (no concatenation copies, row blocks
-that stay in cache); other libraries take the same arithmetic as whole-array expressions
-(jax arrays are immutable, and a device has the memory).
+**Backends and stacks.** Both run on numpy, torch or jax arrays (``propagate(...,
+backend=)``), and on a stack of networks of one shape with the networks on a leading axis of
+every array (one batched product per factor for all of them). The numpy path writes its
+products into preallocated buffers (no concatenation copies, row blocks that stay in cache);
+other libraries take the same arithmetic as whole-array expressions (jax arrays are immutable,
+and a device has the memory).
 
 Examples
 --------
