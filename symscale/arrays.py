@@ -37,7 +37,7 @@ import numpy as np
 from .validation import check_choice
 
 __all__ = ["Backend", "backend", "BACKEND_NAMES", "DTYPE_NAMES", "to_numpy", "namespace",
-           "device_of", "like", "off_numpy"]
+           "device_of", "like", "off_numpy", "movers"]
 
 BACKEND_NAMES = ("numpy", "torch", "jax")
 DTYPE_NAMES = ("float64", "float32")
@@ -145,6 +145,28 @@ def off_numpy(name="numpy", device=None, dtype="float64"):
     """
     bk = backend(name, device, dtype)
     return None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
+
+
+def _same(a):
+    return a
+
+
+def movers(bk=None):
+    """``(move, host)``: functions taking arrays to backend ``bk`` and back to numpy, or
+    identities when ``bk`` is None or numpy in float64 (the reference path copies nothing).
+
+    Examples
+    --------
+    >>> move, host = movers(None)
+    >>> a = np.zeros(2)
+    >>> move(a) is a and host(a) is a
+    True
+    >>> movers(backend("numpy", dtype="float32"))[0]([1.0]).dtype
+    dtype('float32')
+    """
+    if bk is None or (bk.name == "numpy" and bk.dtype_name == "float64"):
+        return _same, _same
+    return bk.asarray, to_numpy
 
 
 def to_numpy(a) -> np.ndarray:

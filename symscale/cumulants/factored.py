@@ -76,7 +76,7 @@ import types
 
 import numpy as np
 
-from ..arrays import device_of, namespace, to_numpy
+from ..arrays import device_of, movers, namespace, to_numpy
 from .diagrams import diagrams
 from .network import RandomMLP, _stacked_affine
 from .nonlinear import nonlinear_step
@@ -126,11 +126,6 @@ def _off_diagonal(S, fresh: bool = False):
 def _t(a):
     """The transpose of a matrix, or of each matrix of a stack."""
     return a.swapaxes(-1, -2)
-
-
-def _permute(a, axes):
-    return np.transpose(a, axes) if isinstance(a, np.ndarray) else namespace(a).permute_dims(
-        a, axes)
 
 
 class FactoredThird:
@@ -296,15 +291,8 @@ def _affine_layers(net, stop, keep_last, move):
                last and layer == depth and not keep_last)
 
 
-def _movers(backend):
-    """``(move, host)``: to the backend and back (identities for numpy)."""
-    if backend is None or (backend.name == "numpy" and backend.dtype_name == "float64"):
-        return (lambda a: a), (lambda a: a)
-    return backend.asarray, to_numpy
-
-
 def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False,
-                    backend=None):
+                    backend=None, keep_layers: bool = True):
     """Run the factored K=3 estimator through ``stop`` weight layers.
 
     ``mlp`` is a RandomMLP or a stack of them (a list of one shape and activations, as
@@ -312,11 +300,11 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     the networks on a leading axis of every array. ``backend`` (a
     :class:`~symscale.arrays.Backend`, default numpy) is where the tensor work runs. Returns
     ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`, as numpy
-    arrays.
+    arrays; ``layers`` is empty unless ``keep_layers`` (no copies to the host per layer).
     """
     if variant != "basic":
         raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
-    move, host = _movers(backend)
+    move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     lead = () if net is mlp else (len(net),)
     L = mlp.depth
@@ -340,7 +328,8 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
             flops += f
         if last:
             break
-        layers.append(c.map(host))
+        if keep_layers:
+            layers.append(c.map(host))
         if layer == L - 1 and not keep_last:
             # before a mean-only output step only the mean of the activations is needed
             S3 = third.diagonal()
@@ -356,7 +345,8 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
         S21, S3, f = third.slices()
         flops += f
         c.slices[3] = {(2, 1): S21, (3,): S3}
-        layers.append(c.map(host))
+        if keep_layers:
+            layers.append(c.map(host))
     return to_numpy(c.mean), flops, layers
 
 
@@ -570,7 +560,7 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
         xp = namespace(D4)
         k = D211.ndim - 3
         G = xp.where(bc, 2.0 * _t(D31)[..., :, :, None],
-                     6.0 * _permute(D211, tuple(range(k)) + (k + 1, k + 2, k)))
+                     6.0 * xp.permute_dims(D211, tuple(range(k)) + (k + 1, k + 2, k)))
         G = xp.where(ac, 2.0 * D31[..., :, :, None], G)
         G = xp.where(ab, 3.0 * _t(D22)[..., :, None, :], G)
         return xp.where(ab & ac, D4[..., :, None, None], G)
@@ -649,7 +639,7 @@ def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=N
 
 
 def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False,
-                    backend=None):
+                    backend=None, keep_layers: bool = True):
     r"""Run the factored K=4 estimator through ``stop`` weight layers.
 
     The third cumulant is kept dense (:math:`6n^4` FLOPs per linear step); the fourth is a
@@ -660,11 +650,11 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
 
     ``backend`` (a :class:`~symscale.arrays.Backend`, default numpy) is where the tensor work
     runs. Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`,
-    as numpy arrays.
+    as numpy arrays; ``layers`` is empty unless ``keep_layers``.
     """
     if variant != "basic":
         raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
-    move, host = _movers(backend)
+    move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     L = mlp.depth
     c = Cumulants.standard_gaussian(mlp.input_dim, _TRACK4_LINEAR,
@@ -680,7 +670,8 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
             flops += f
         if last:
             break
-        layers.append(c.map(host))
+        if keep_layers:
+            layers.append(c.map(host))
         # the last hidden layer feeds a mean-only linear step: no new fourth cumulant needed
         update = keep_last or layer < L - 1
         c, fourth, f = _nonlinear4(c, fourth, mlp.activations[layer], update, layer + 1)
@@ -688,5 +679,6 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     if keep_last:
         c.slices[4], f = _fourth_slices(fourth, c.n, c.mean)
         flops += f
-        layers.append(c.map(host))
+        if keep_layers:
+            layers.append(c.map(host))
     return to_numpy(c.mean), flops, layers

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import backend as make_backend
-from ..arrays import to_numpy
+from ..arrays import movers, to_numpy
 from ..validation import check_bool, check_choice, check_int
 from .network import RandomMLP, _check_mlp, _stacked_affine
 from .nonlinear import _check_cumulants, nonlinear_step
@@ -232,15 +232,14 @@ def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0, 
         from .factored import factored_k3_run, factored_k4_run
 
         run = factored_k3_run if K == 3 else factored_k4_run
-        estimate, flops, layers = run(net, stop, variant, upto is not None, bk)
+        estimate, flops, layers = run(net, stop, variant, upto is not None, bk, keep_layers)
         _check_estimate(estimate, stop, L)
-        return Propagation(estimate, int(flops), time.perf_counter() - t0,
-                           tuple(layers) if keep_layers else (), K, variant, True, batch)
+        return Propagation(estimate, int(flops), time.perf_counter() - t0, tuple(layers), K,
+                           variant, True, batch)
     tracking = Tracking.for_estimator(2 if variant == "gaussian" else K,
                                       "basic" if variant == "gaussian" else variant)
     c = Cumulants.standard_gaussian(mlp.input_dim, tracking, batch[0] if batch else None)
-    move = (lambda a: a) if bk is None else bk.asarray
-    host = (lambda a: a) if bk is None else to_numpy
+    move, host = movers(bk)
     c = c.map(move)
     flops = 0
     layers = []

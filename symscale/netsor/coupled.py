@@ -78,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..activations import Activation
-from ..arrays import namespace, off_numpy, to_numpy
+from ..arrays import movers, namespace, off_numpy, to_numpy
 from ..display import ResultDisplay
 from ..linalg import psd_pinv as _psd_pinv
 from ..linalg import psd_sqrt, psd_sqrt_of_stack
@@ -372,7 +372,7 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
         acts = {v: bk.activation(G.nodes[v]["op"].fn) for v in order
                 if isinstance(G.nodes[v]["op"], NonLin)
                 and isinstance(G.nodes[v]["op"].fn, Activation)}
-    host = to_numpy if bk is not None else _same
+    host = movers(bk)[1]
     vec = [n for n in order if kind[n] in ("G", "H", "K")]  # K: kernel scalars (P,)
     finite = np.empty((n_networks, P, start))
     limit = np.empty((n_networks, P, start))
@@ -395,10 +395,6 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     sizes = set(dims.values())
     return CoupledRun(finite, limit, cols, {o: inf.kernels[o] for o in outs}, dist, w2, se,
                       lines, sizes.pop() if len(sizes) == 1 else dict(dims), independent)
-
-
-def _same(a):
-    return a
 
 
 def _psd_root(M):
@@ -457,7 +453,7 @@ def _one_network(G, order, par, data, dims, plan, P, rng, rng_l, bk=None, acts=N
     ``rng_l`` the limit side draws its own Gaussians (uncoupled comparison). With a backend
     ``bk`` the numpy draws are moved to it and ``acts`` holds its activations (data and plan
     already moved)."""
-    put = bk.asarray if bk is not None else _same
+    put = movers(bk)[0]
     acts = acts or {}
     vf, vl, of, ol = {}, {}, {}, {}
     # matrix -> (H columns, revealed products): finite side, embeddings of the uncoupled limit

@@ -40,7 +40,7 @@ from ..formula import Formula
 from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
 from ..netsor.network import sample_network
 from ..netsor.program import Program
-from ..arrays import namespace, off_numpy, to_numpy
+from ..arrays import movers, namespace, off_numpy, to_numpy
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt_from_eigh, psd_sqrt_of_stack
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
                           check_real, check_seed)
@@ -299,7 +299,7 @@ def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=N
     """``n_chains`` chains of :func:`finite_width_chain` from ``seed`` (one task; the layers
     on backend ``bk``, default numpy): (values, exploded, saved or None), as numpy."""
     rng = check_random_state(seed)
-    move = (lambda a: a) if bk is None else bk.asarray
+    move = movers(bk)[0]
     fn = phi if bk is None else bk.activation(phi)
     P = V0.shape[0]
     V = move(np.broadcast_to(V0, (n_chains, P, P)).copy())
@@ -526,7 +526,7 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
     numpy."""
     m = max(int(round(1 / dt)), 1)
     P = V0.shape[0]
-    move = (lambda a: a) if bk is None else bk.asarray
+    move = movers(bk)[0]
     b = _drift_function(activation, drift_params, "numpy" if bk is None else bk.name)
     rng = np.random.default_rng(seed)
     limit = explode_at * max(np.abs(V0).max(), 1e-300)

@@ -89,3 +89,21 @@ def test_float32_and_unknown_backends_are_refused_by_name(array_backend):
         propagate(net, K=3, factored=True, backend=array_backend, dtype="float32")
     with pytest.raises(ValueError, match="backend must be one of"):
         propagate(net, K=2, backend="cupy")
+
+
+@pytest.mark.parametrize("K", [3])  # K = 4 takes the same keep_layers branches (jax: +6 s)
+def test_factored_without_layers_copies_only_the_estimate(array_backend, K, monkeypatch):
+    """keep_layers=False: no layer is moved to the host (one device-to-host copy: the
+    estimate), and the estimate is unchanged."""
+    from symscale import arrays
+    from symscale.cumulants import factored
+
+    net = RandomMLP.random(2, "relu", width=5, seed=3)
+    ref = propagate(net, K=K, factored=True)
+    copies = []
+    real = arrays.to_numpy
+    for module in (arrays, factored):  # the layers' host copies and the estimate's
+        monkeypatch.setattr(module, "to_numpy", lambda a: copies.append(1) or real(a))
+    got = propagate(net, K=K, factored=True, keep_layers=False, backend=array_backend)
+    assert got.layers == () and len(copies) == 1
+    np.testing.assert_allclose(got.estimate, ref.estimate, rtol=1e-12, atol=1e-14)
