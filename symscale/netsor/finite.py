@@ -431,6 +431,14 @@ class RevealedGaussian:
 
     def _product(self, h):
         """The Gaussian-conditioning step for columns h (no exact duplicates among them)."""
+        zero = ~np.any(h, axis=0)
+        if zero.any():
+            # M @ 0 is exactly 0; through the SVD it would be round-off of either sign, which
+            # a discontinuous activation (step, sign) turns into 0 or 1 instead of step(0)
+            out = np.zeros((self.n_rows, h.shape[1]))
+            if not zero.all():
+                out[:, ~zero] = self._product(h[:, ~zero])
+            return out
         if self.Q is None:
             coeff, resid, noise = None, h, 0.0
         else:

@@ -114,6 +114,36 @@ def test_revealed_gaussian_copies_exact_duplicates_and_keeps_other_draws():
         first).max())
 
 
+def test_revealed_gaussian_maps_a_zero_column_to_exact_zero():
+    """M @ 0 = 0 exactly, first product or later, with -0.0 too; through the SVD it was
+    round-off of either sign, which step and sign turn into 0 or 1 instead of 1/2."""
+    X = np.array([[0.0, 0.0], [0.25, 0.0], [0.5, 0.5]]).T  # fan_in x P, column 0 zero
+    M = RevealedGaussian(64, 1.0, np.random.default_rng(0))
+    first = M @ X
+    assert np.all(first[:, 0] == 0.0) and np.all(first[:, 1:] != 0.0)
+    later = M @ np.column_stack([-0.0 * X[:, 1], X[:, 2], np.array([1.0, -1.0])])
+    assert np.all(later[:, 0] == 0.0)
+    np.testing.assert_allclose(later[:, 1], first[:, 2], rtol=0, atol=0)  # a duplicate
+
+
+@pytest.mark.parametrize("method", ["conditional", "explicit"])
+def test_step_of_a_zero_input_is_one_half_at_finite_width(method):
+    """A zero input row gives g = 0 exactly, so step(g) = 1/2 in every coordinate and the
+    Gram's (0, 0) entry is 1/4 exactly, as in the limit (found by a fresh-machine run: the
+    conditional sampler gave 0.488)."""
+    p = Program()
+    g = p.embed(weight_var=1.0)
+    h = p.nonlin("step", g)
+    p.readout(h)
+    X = np.array([[0.0, 0.0], [0.25, 0.0], [0.5, 0.5]])
+    fin = run_finite(p, X, width=32, n_networks=4, seed=0, method=method)
+    G = fin.grams[h]
+    assert np.all(G[:, 0, 0] == 0.25)
+    for j in (1, 2):  # step(g_j) is 0 or 1, so its row with the zero input is half its square
+        assert np.all(G[:, 0, j] == 0.5 * G[:, j, j])
+    assert run_infinite(p, X).kernels[h][0, 0] == 0.25
+
+
 def test_h2_equal_to_2_h1_has_an_exactly_singular_limit():
     """x1 - 2 x0 of (W h1, W h2) with h2 = 2 h1 is 0: its limit kernel is at round-off level
     (relative to the kernel of W h2), where without the reduction the two moments come from
