@@ -279,13 +279,15 @@ def _inside(a, b, slack: float = 1.0) -> bool:
 
 
 def _check_overlaps(fig, where):
-    """No panel's labels, ticks or legend reach into another panel (rule (e))."""
+    """No panel's labels, ticks or legend reach into another panel (rule (e)); returns the
+    renderer of the layout it checked."""
     canvas = fig.canvas
     if not hasattr(canvas, "get_renderer"):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         canvas = FigureCanvasAgg(fig)
-    canvas.draw()
+    # the layout and every text extent, without rasterizing (half the cost of a draw)
+    fig.draw_without_rendering()
     renderer = canvas.get_renderer()
     panels = [(i, ax, ax.get_window_extent(renderer), ax.get_tightbbox(renderer))
               for i, ax in enumerate(fig.axes) if ax.get_visible()]
@@ -304,6 +306,7 @@ def _check_overlaps(fig, where):
                     f" and axes {j} ({ax_j.get_title() or ax_j.get_ylabel()!r}) overlap by "
                     f"{w:.0f} x {h:.0f} px; call fig.tight_layout() or use "
                     "constrained_layout=True")
+    return renderer
 
 
 def lint_figure(fig, where: str = "figure") -> None:
@@ -313,7 +316,7 @@ def lint_figure(fig, where: str = "figure") -> None:
     exempt) passes :func:`lint_label`; (c) every image (``imshow``, ``pcolormesh``) has a colour
     bar, its own or a shared one with the same colour map and limits; (e) no panel's labels,
     tick labels or legend overlap another panel (insets and twin axes excepted). The figure is
-    drawn once for (e).
+    laid out once for (e), without rasterizing.
 
     Examples
     --------
@@ -330,11 +333,19 @@ def lint_figure(fig, where: str = "figure") -> None:
     ValueError: figure: axes 0 shows an image ... without a colour bar; ...
     >>> plt.close(fig)
     """
+    _lint_figure(fig, where)
+
+
+def _lint_figure(fig, where):
+    """:func:`lint_figure`, returning the renderer of the layout it checked."""
     for what, text in _figure_labels(fig):
         lint_label(text, f"{where}, {what}")
     _check_colorbars(fig, where)
-    _check_overlaps(fig, where)
+    return _check_overlaps(fig, where)
 
+
+
+_DPI = 110  # of the saved figures
 
 
 class Section:
@@ -418,13 +429,21 @@ class Section:
         """
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"figure name must be a plain file name, got {name!r}")
-        lint_figure(fig, f"figure {name!r}")
+        import matplotlib as mpl
+
+        fig.set_dpi(_DPI)  # lay out once, at the resolution it is saved in
+        renderer = _lint_figure(fig, f"figure {name!r}")
         if caption:
             lint_text(caption, f"caption of figure {name!r}")
         folder = self.report.out / "figures"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        # savefig(bbox_inches="tight") would lay the figure out twice more: the lint's layout
+        # is final (same dpi), so freeze it and pass its tight box (the same image, ~2x faster)
+        box = fig.get_tightbbox(renderer).padded(mpl.rcParams["savefig.pad_inches"])
+        with mpl.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)  # None, not "none": a placeholder engine would redraw
+        fig.savefig(path, dpi=_DPI, bbox_inches=box)
         import matplotlib.pyplot as plt
 
         plt.close(fig)

@@ -189,6 +189,34 @@ def test_figure_saved_and_linked(tmp_path):
     assert "![plain-name_2](figures/plain-name_2.png)" in text
 
 
+def _panels_with_colorbar(layout):
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3), layout=layout)
+    axes[0].plot([1, 2, 3], [1, 4, 9], label=r"$x^2$")
+    axes[0].set(xlabel="$x$", ylabel="value", title="a parabola")
+    axes[0].legend()
+    im = axes[1].pcolormesh(np.arange(12.0).reshape(3, 4))
+    axes[1].set(xlabel="column", ylabel="row", title="a grid")
+    fig.colorbar(im, ax=axes[1], label="entry")
+    return fig
+
+
+@pytest.mark.parametrize("layout", ["constrained", "tight", None])
+def test_saved_figure_is_what_a_tight_savefig_gives(tmp_path, layout):
+    """The section lays the figure out once (the lint) and saves that layout with its tight
+    box; the image must be the one savefig(bbox_inches="tight") makes of the same figure."""
+    path = Report(tmp_path).section("Figures").figure(_panels_with_colorbar(layout), "two")
+    fig = _panels_with_colorbar(layout)
+    fig.savefig(tmp_path / "reference.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    ours, ref = plt.imread(path), plt.imread(tmp_path / "reference.png")
+    assert ours.shape == ref.shape
+    # 8-bit images: anti-aliasing may differ by one level at a few pixels, a shifted panel
+    # or a cropped label differs by far more
+    assert abs(ours - ref).max() <= 2 / 255
+
+
 @pytest.mark.parametrize("name", ["sub/fig", "../escape", "/abs", "a\\b", "with space", ""])
 def test_figure_rejects_non_plain_names(tmp_path, name):
     sec = Report(tmp_path).section("Figures")
