@@ -135,19 +135,28 @@ def ntk_matrix(X, depth, activation="relu", normalized=True, normalize=False):
     return next(_ntk_matrices(X, (depth,), as_activation(activation), normalized))
 
 
-def _ntk_matrices(X, depths, act, normalized=True):
+def _ntk_matrices(X, depths, act, normalized=True, cross_of=None):
     """Yield the NTK Gram matrix of validated unit rows X at each of the increasing
     ``depths``; ReLU runs the angle recursion once, to the last depth (cost max(depths)
-    layers, not their sum), with the values of separate runs bit for bit."""
+    layers, not their sum), with the values of separate runs bit for bit.
+
+    ``cross_of=n``: only the entries with a row or column among the first n are needed (a
+    train block and its test-by-train block); for ReLU the others are NaN, not computed.
+    """
     # identical inputs must give identical rows and columns, bit for bit: the kernel is
     # computed once per distinct row and copied (+ 0.0 makes -0.0 and 0.0 one input)
     _, first, inv = np.unique(X + 0.0, axis=0, return_index=True, return_inverse=True)
+    inv = inv.ravel()
     duplicated = first.size < X.shape[0]
     if duplicated:
         X = X[first]
+    need = None
+    if cross_of is not None:  # the distinct rows among the first n (X is reordered if so)
+        need = np.zeros(X.shape[0], dtype=bool)
+        need[inv[:cross_of] if duplicated else slice(cross_of)] = True
     relu = is_relu(act.family)  # any registration of max(x, 0), not only the name "relu"
     if relu:
-        matrices = zip(depths, _relu_ntk(X, depths))
+        matrices = zip(depths, _relu_ntk(X, depths, need))
     else:
         matrices = ((L, mlp_kernels(X * np.sqrt(X.shape[1] / 2.0), L, act, weight_var=2.0,
                                     bias_var=0.0, ntk=True)[1]) for L in depths)
@@ -159,21 +168,23 @@ def _ntk_matrices(X, depths, act, normalized=True):
             s = np.sqrt(np.diag(theta))
             theta = theta / np.multiply.outer(s, s)
             np.fill_diagonal(theta, 1.0)  # exact: the normalized diagonal is 1 by definition
-        yield theta[np.ix_(inv.ravel(), inv.ravel())] if duplicated else theta
+        yield theta[np.ix_(inv, inv)] if duplicated else theta
 
 
-def _by_depth(X, depths, activation):
+def _by_depth(X, depths, activation, cross_of=None):
     """Yield ``(rows of depths equal to L, normalized NTK at L)`` for the distinct L in
     increasing order, from one pass of the recursion (cost max(depths) layers)."""
     distinct = np.unique(depths)
-    matrices = _ntk_matrices(X, tuple(int(L) for L in distinct), as_activation(activation))
+    matrices = _ntk_matrices(X, tuple(int(L) for L in distinct), as_activation(activation),
+                             cross_of=cross_of)
     for L, K in zip(distinct, matrices):
         yield np.flatnonzero(depths == L), K
 
 
-def _relu_ntk(X, depths):
+def _relu_ntk(X, depths, need=None):
     """Yield the normalized ReLU NTK of distinct rows at each of the increasing ``depths``:
-    the angle recursion on the upper triangle, in one pass.
+    the angle recursion on the upper triangle, in one pass (only on the pairs with a row in
+    the boolean mask ``need`` when given; the other entries are NaN).
 
     The rows are projected onto the sphere (the normalized NTK of a bias-free ReLU network
     depends on the angle only), and the angle of a close pair comes from
@@ -189,6 +200,9 @@ def _relu_ntk(X, depths):
         return
     U = X / row_norms(X)[:, None]
     i, j = np.triu_indices(n, 1)
+    if need is not None:
+        keep = need[i] | need[j]
+        i, j = i[keep], j[keep]
     rho = np.clip((U @ U.T)[i, j], -1.0, 1.0)
     half_sin = np.sqrt(np.clip((1.0 - rho) / 2.0, 0.0, 1.0))
     half_cos = np.sqrt(np.clip((1.0 + rho) / 2.0, 0.0, 1.0))
@@ -204,7 +218,7 @@ def _relu_ntk(X, depths):
         half_sin[k], half_cos[k] = np.sin(half), np.cos(half)
     for values, _ in _float_ntk_path(rho, depths, 0.0, 1.0, half_sin=half_sin,
                                      half_cos=half_cos):
-        theta = np.empty((n, n))
+        theta = np.empty((n, n)) if need is None else np.full((n, n), np.nan)
         theta[i, j] = values
         theta[j, i] = values
         np.fill_diagonal(theta, 1.0)
@@ -479,7 +493,8 @@ def test_error_grid(X_train, Y_train, X_test, Y_test, depths, times, lr=1.0,
     X = np.vstack([X_train, X_test])
     mse = np.empty((len(depths), len(times)))
     lam_min = np.empty(len(depths))
-    for rows, K in _by_depth(X, depths, activation):
+    # the test-by-test block is never used: the recursion runs on the other pairs only
+    for rows, K in _by_depth(X, depths, activation, cross_of=n):
         lam_min[rows] = np.linalg.eigvalsh(K[:n, :n])[0]
         f = gradient_flow_predictor(K[:n, :n], K[n:, :n], Y_train, times, lr).f_test
         mse[rows] = _mse(f, Y_test)

@@ -250,24 +250,37 @@ def test_error_grid_depth_and_time():
     assert np.all(np.diff(g.lambda_min) > 0)
 
 
-@pytest.mark.parametrize("activation", ["relu", "erf"])
-def test_depth_sweeps_run_the_recursion_once_with_the_values_of_separate_runs(activation,
+@pytest.mark.parametrize("activation, repeat", [
+    ("relu", "train"), ("erf", "train"), ("relu", "none"), ("relu", "test"),
+    ("relu", "across")])
+def test_depth_sweeps_run_the_recursion_once_with_the_values_of_separate_runs(activation, repeat,
                                                                               monkeypatch):
-    # unsorted depths with a repeat and a duplicated input row: bit for bit ntk_matrix's
+    # unsorted depths with a repeat and a repeated input row (within the train set, within the
+    # test set, or one in both): bit for bit ntk_matrix's
     Xtr, Ytr, Xte, Yte = ds.sphere_regression(12, 6, d=3, seed=2)
-    Xtr[5] = Xtr[2]
+    if repeat == "train":
+        Xtr[5] = Xtr[2]
+    elif repeat == "test":
+        Xte[4] = Xte[1]
+    elif repeat == "across":
+        Xte[3] = Xtr[7]
     depths, times = [30, 1, 300, 30, 7], [0.5, 50.0]
     X = np.vstack([Xtr, Xte])
     separate = {L: sp.ntk_matrix(X, L, activation) for L in set(depths)}
     passes = []
+    pairs = []
     real = sp._float_ntk_path
-    monkeypatch.setattr(sp, "_float_ntk_path",
-                        lambda *a, **k: passes.append(a[1]) or real(*a, **k))
+    monkeypatch.setattr(sp, "_float_ntk_path", lambda *a, **k: passes.append(a[1])
+                        or pairs.append(np.size(a[0])) or real(*a, **k))
     g = sp.test_error_grid(Xtr, Ytr, Xte, Yte, depths, times, activation=activation)
     s = sp.spectrum_vs_depth(X, depths, activation=activation)
+    n = len(Xtr)
     if activation == "relu":
         assert passes == [(1, 7, 30, 300)] * 2  # one pass to the deepest, per call
-    n = len(Xtr)
+        # the grid skips the test-by-test pairs, the spectrum needs them all
+        p = len(np.unique(X + 0.0, axis=0))
+        p_test = len(np.unique(Xte, axis=0)) - (repeat == "across")
+        assert pairs == [p * (p - 1) // 2 - p_test * (p_test - 1) // 2, p * (p - 1) // 2]
     for row, L in enumerate(depths):
         K = separate[L]
         flow = sp.gradient_flow_predictor(K[:n, :n], K[n:, :n], Ytr[:, None], times).f_test
