@@ -14,6 +14,7 @@ caches its ground truth under ``derivations/.cache`` (resumable) and takes about
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -98,9 +99,20 @@ def _closed_forms(section, quick):
 
 
 def _study(section, quick):
+    # quick: a throw-away cache, so that the sweeps sharing a network (basic and factored,
+    # K = 1, 2 and K = 3, 4) sample its ground truth once
+    tmp = tempfile.TemporaryDirectory() if quick else None
+    cache = tmp.name if quick else CACHE
+    try:
+        _sweeps(section, quick, cache)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _sweeps(section, quick, cache):
     import matplotlib.pyplot as plt
 
-    cache = None if quick else CACHE
     if quick:
         widths, depth, seeds, n_truth = [16, 32, 64], 3, range(2), 200_000
         Ks, k4_widths, depths, depth_width = (1, 2, 3), [], [2, 3, 4], 32
