@@ -305,20 +305,35 @@ def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=N
     V = move(np.broadcast_to(V0, (n_chains, P, P)).copy())
     bad = np.zeros(n_chains, bool)
     saved = []
+    # on numpy a block of chains whose draws fit in cache goes draw -> Z S -> phi -> Gram
+    # before the next block is drawn: one pass over memory per layer instead of one per
+    # operation (the same numbers: the generator fills row after row either way); a device
+    # takes all chains at once
+    block = n_chains if bk is not None else max(1, _CHAIN_BLOCK_BYTES // (8 * n * P))
+    xp = namespace(V)
     for layer in tqdm(range(depth), disable=not progress, desc="layers"):
         live = np.flatnonzero(~bad)
         S = psd_sqrt_of_stack(V[live])
-        Z = move(rng.standard_normal((live.size, n, P))) @ S
-        with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
-            H = fn(Z)
-            Vn = H.swapaxes(1, 2) @ H  # batched matmul: far faster than einsum here
-            Vn = Vn * (c / n)
+        parts = []
+        for lo in range(0, live.size or 1, block):  # no live chain: one empty block
+            Si = S[lo:lo + block]
+            Z = move(rng.standard_normal((Si.shape[0], n, P))) @ Si
+            with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
+                H = fn(Z)
+                parts.append(H.swapaxes(1, 2) @ H)  # batched matmul: far faster than einsum
+        with np.errstate(over="ignore", invalid="ignore"):
+            Vn = (parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)) * (c / n)
         finite = _finite_paths(Vn)
         V = _put_rows(V, live[finite], Vn[np.flatnonzero(finite)])
         bad[live[~finite]] = True
         if save_every and (layer + 1) % save_every == 0:
             saved.append(to_numpy(V))
     return to_numpy(V), bad, (np.array(saved) if saved else None)
+
+
+#: Bytes of Gaussian draws per block of chains in the numpy chain step (a few hundred KiB:
+#: the block's draws, Z S and phi(Z S) stay in the L2 cache of a typical core).
+_CHAIN_BLOCK_BYTES = 1 << 18
 
 
 def _finite_paths(a) -> np.ndarray:

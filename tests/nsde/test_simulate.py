@@ -112,3 +112,22 @@ def test_saving_and_paths_api():
 def test_bad_inputs(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+@pytest.mark.parametrize("block_bytes", [1, 8 * 3 * 2 * 7, 1 << 40])
+def test_chain_blocks_give_the_numbers_of_one_whole_stack(monkeypatch, block_bytes):
+    """The numpy chain step works through cache-sized blocks of chains (draw, Z S, phi, Gram
+    per block); the generator fills row after row, so every block size gives the numbers of
+    the whole stack at once, with chains exploding in between (live ones re-blocked)."""
+    from symscale.nsde import simulate
+
+    V0 = np.array([[1.0, 0.3], [0.3, 1.0]])
+    kw = dict(width=3, weight_var=1.0, n_chains=300, seed=0, save_every=1)
+    monkeypatch.setattr(simulate, "_CHAIN_BLOCK_BYTES", 1 << 40)  # one block: the plain step
+    ref = finite_width_chain(V0, 6, "exp", **kw)
+    assert 0 < ref.n_exploded < 300 and ref.exploded[:150].any()  # blocks lose chains
+    monkeypatch.setattr(simulate, "_CHAIN_BLOCK_BYTES", block_bytes)
+    got = finite_width_chain(V0, 6, "exp", **kw)
+    np.testing.assert_array_equal(got.exploded, ref.exploded)
+    np.testing.assert_array_equal(got.values, ref.values)
+    np.testing.assert_array_equal(got.trajectory, ref.trajectory)
