@@ -343,12 +343,63 @@ def _derivative_weights(T, k):
     return T[k:] * np.array([math.perm(k + j, k) for j in m], dtype=float)
 
 
+def _ends(parts):
+    return sorted({e for lo, hi, _ in parts for e in (lo, hi) if e.is_finite}, key=float)
+
+
+def _jump(lpoly, rpoly, p, c, k_max):
+    """Jumps of f = poly**p and its derivatives at the kink c, times j! (the weights of the
+    delta^(j) terms of f^(k)); None when f is C^(k_max - 1) there."""
+    tl, tr = _taylor(lpoly, p, c), _taylor(rpoly, p, c)
+    size = max(tl.size, tr.size, k_max)
+    jump = np.pad(tr, (0, size - tr.size)) - np.pad(tl, (0, size - tl.size))
+    jump = jump * np.array([math.factorial(j) for j in range(size)], dtype=float)
+    return jump if jump[:k_max].any() else None
+
+
+@functools.lru_cache(maxsize=256)
+def _two_piece_plan(parts, k_max, p_max):
+    """For phi made of two polynomials meeting at one kink c, every ``w[p, k]`` (p >= 1) is a
+    fixed linear combination of the partial moments E[(G - c)_+^m], E[(c - G)_+^m] and of
+    E[delta^(s-1)(G - c)]: the matrix C of that combination (one row per (p, k)), so that a
+    table is one product C @ moments instead of a Python loop per entry. None for any other
+    shape of pieces (they take the loop)."""
+    if len(parts) != 2:
+        return None
+    (_, c, lpoly), (_, _, rpoly) = parts
+    J = max(max(poly.degree(), 0) for *_, poly in parts) * p_max
+    sign = (-1.0) ** np.arange(J + 1)
+    # columns: right moments 0..J, left moments 0..J, Dirac moments Q[0..k_max]
+    C = np.zeros((p_max, k_max + 1, 2 * (J + 1) + k_max + 1))
+    for p in range(1, p_max + 1):
+        for k in range(k_max + 1):
+            e = _derivative_weights(_taylor(lpoly, p, c), k)
+            C[p - 1, k, J + 1:J + 1 + e.size] += e * sign[:e.size]
+            e = _derivative_weights(_taylor(rpoly, p, c), k)
+            C[p - 1, k, :e.size] += e
+        jump = _jump(lpoly, rpoly, p, c, k_max) if k_max else None
+        for k in range(1, k_max + 1 if jump is not None else 1):
+            for j in range(k):
+                C[p - 1, k, 2 * (J + 1) + k - j] += jump[j]
+    return C.reshape(p_max * (k_max + 1), -1), J
+
+
 def _exact(parts, mean, sd, k_max, p_max):
     n = mean.size
     w = np.zeros((p_max + 1, k_max + 1, n))
     w[0, 0] = 1.0
+    plan = _two_piece_plan(parts, k_max, p_max) if p_max else None
+    if plan is not None:
+        C, J = plan
+        c = float(parts[0][1])
+        # E[(G - c)_+^m] and E[(c - G)_+^m] in one call: one recursion loop
+        S = _partial_moments(np.concatenate([c - mean, mean - c]), np.tile(sd, 2), J)
+        Q = _dirac_moments(c, mean, sd, k_max)
+        M = np.concatenate([S[:, :n], S[:, n:], Q])
+        w[1:] = (C @ M).reshape(p_max, k_max + 1, n)
+        return w
     J = max(max(poly.degree(), 0) for *_, poly in parts) * p_max
-    ends = sorted({e for lo, hi, _ in parts for e in (lo, hi) if e.is_finite}, key=float)
+    ends = _ends(parts)
     # E[(G - c)_+^m] and E[(c - G)_+^m] at every end, in one call: one recursion loop
     d = np.concatenate([s * (float(c) - mean) for c in ends for s in (1.0, -1.0)] or [mean[:0]])
     S = _partial_moments(d, np.tile(sd, 2 * len(ends)), J).reshape(J + 1, len(ends), 2, n)
@@ -364,11 +415,8 @@ def _exact(parts, mean, sd, k_max, p_max):
             if k_max == 0:
                 break
             # f^(k) = piecewise part + sum_j jump_j delta^(k-1-j)(x - c)
-            tl, tr = _taylor(lpoly, p, c), _taylor(rpoly, p, c)
-            size = max(tl.size, tr.size, k_max)
-            jump = np.pad(tr, (0, size - tr.size)) - np.pad(tl, (0, size - tl.size))
-            jump = jump * np.array([math.factorial(j) for j in range(size)], dtype=float)
-            if not jump[:k_max].any():
+            jump = _jump(lpoly, rpoly, p, c, k_max)
+            if jump is None:
                 continue
             Q = dirac[c]
             for k in range(1, k_max + 1):
