@@ -239,3 +239,23 @@ def test_three_pieces_take_the_loop():
         np.testing.assert_allclose(ex, qu, rtol=1e-10, atol=1e-12)
     finally:
         ss.unregister_activation("hardtanh_t")
+
+
+def test_partial_moments_against_parabolic_cylinder_functions():
+    """E[(U - d)_+^m] = sd^m m! exp(-t^2/4) D_(-m-1)(t) / sqrt(2 pi), t = d / sd, on both
+    sides of the switch from the forward recursion (t <= 1) to the backward one, up to
+    m = 12. The tolerance is the conditioning of exp(-t^2/2) in t (t^2 eps) plus 1e-14."""
+    from symscale.expectations.univariate import _partial_moments
+
+    t = np.concatenate([np.linspace(-3.0, 1.0, 9), [1.0001, 1.01, 1.5, 2.0, 3.0],
+                        np.linspace(4.0, 30.0, 8)])
+    sd = np.full_like(t, 1.3)
+    S = _partial_moments(t * sd, sd, 12)
+    with mpmath.workdps(40):
+        for i, ti in enumerate(t):
+            tm = mpmath.mpf(float(ti))
+            for m in range(13):
+                exact = (mpmath.factorial(m) * mpmath.exp(-tm**2 / 4) * mpmath.pcfd(-m - 1, tm)
+                         / mpmath.sqrt(2 * mpmath.pi) * mpmath.mpf(1.3) ** m)
+                rel = abs(float((mpmath.mpf(float(S[m, i])) - exact) / exact))
+                assert rel <= 1e-14 + 4 * ti**2 * np.finfo(float).eps, (ti, m, rel)

@@ -302,15 +302,18 @@ def _partial_moments(d, sd, J):
         S[:, fwd] = Sf
     back = ~fwd
     if back.any() and J >= 1:
-        db, s2 = d[back], sd[back] ** 2
-        start = J + 10 + int(math.ceil((22.0 / float(t[back].min())) ** 2))
-        # fixed point of r = m/(t + r) (in units of sd) as the starting guess
-        ratio = 0.5 * (np.sqrt(db**2 + 4 * (start + 1) * s2) - db)
-        ratios = np.empty((J + 1, db.size))
+        tb, sb = t[back], sd[back]
+        start = J + 10 + int(math.ceil((22.0 / float(tb.min())) ** 2))
+        # in units of sd the ratios are u_m = m / (t + u_(m+1)): two in-place operations a
+        # step (the loop runs ~(22/t)^2 steps, so its per-call overhead is the cost); the
+        # fixed point of u = m/(t + u) is the starting guess
+        u = 0.5 * (np.sqrt(tb**2 + 4.0 * (start + 1)) - tb)
+        ratios = np.empty((J + 1, tb.size))
         for m in range(start, 0, -1):
-            ratio = m * s2 / (db + ratio)
+            np.add(tb, u, out=u)
+            np.divide(float(m), u, out=u)
             if m <= J:
-                ratios[m] = ratio
+                ratios[m] = u * sb
         Sb = S[:, back]
         for m in range(1, J + 1):
             Sb[m] = Sb[m - 1] * ratios[m]
