@@ -915,3 +915,20 @@ def test_resume_reuses_finished_scripts_and_reruns_changed_failed_or_missing(tmp
     assert log.read_text() == "xxxxx"
     with pytest.raises(TypeError, match="resume"):
         reproduce(out, derivations=scripts, progress=False, resume="yes")
+
+
+def test_every_shipped_derivation_declares_its_time_in_both_modes(tmp_path, monkeypatch):
+    """On a new machine (no record of earlier runs) both the quick and the full run state an
+    expected time up front: every derivation declares EXPECTED_SECONDS for both modes."""
+    from symscale.report import TIMINGS_ENV, expected_seconds, expected_time_line
+
+    monkeypatch.setenv(TIMINGS_ENV, str(tmp_path / "none.json"))
+    paths = find_derivations()
+    assert len(paths) >= 8
+    for quick in (True, False):
+        total, measured, unknown = expected_seconds(paths, quick=quick)
+        assert measured == [] and unknown == [] and total > 0, (quick, unknown)
+        line = expected_time_line(paths, quick=quick)
+        assert "expected about" in line and "unknown" not in line, line
+    # a full run does more than a quick one
+    assert expected_seconds(paths, quick=False)[0] > expected_seconds(paths, quick=True)[0]
