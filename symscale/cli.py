@@ -9,7 +9,7 @@
     symscale check kernel ACT [--ntk] [--param NAME=VALUE ...] [--samples N] [--seed S]
                               [--points K] [--n-sigma Z]
     symscale reproduce [--quick] --out DIR [--force] [--derivations DIR] [--no-progress]
-                       [--resume] [--scheduler ADDRESS]
+                       [--resume] [--scheduler ADDRESS] [--threads N]
 
 Limits: 0 <= --order <= 200, 1 <= --power <= 20, 2 <= --samples <= 10**9, 1 <= --points <= 1000,
 --seed >= 0, --n-sigma finite and > 0; each --param NAME is given at most once.
@@ -20,7 +20,9 @@ folder that carries the marker; it refuses any other non-empty folder unless ``-
 (then it overwrites only the files the report writes and deletes nothing). ``--resume`` reuses
 the scripts that finished in an earlier run into DIR (same source, mode and symscale version);
 ``--scheduler ADDRESS`` runs the scripts as tasks on that Dask scheduler (``pip install -e
-".[dask]"``; the workers need symscale and the scripts' path).
+".[dask]"``; the workers need symscale and the scripts' path). ``--threads N`` caps each script's
+BLAS and OpenMP threads (default: 1 with ``--quick``, whose arrays are small, else the libraries'
+default).
 
 Bad arguments print one line on stderr and exit with status 2 (never a traceback); a failed
 sampling check, or a report with a failed check or a broken script, exits with status 1.
@@ -100,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reuse the scripts that finished in an earlier run into --out")
     rep.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="run the scripts on this Dask scheduler (e.g. tcp://host:8786)")
+    rep.add_argument("--threads", type=_int_option(1, 4096), default=None, metavar="N",
+                     help="BLAS/OpenMP threads per script (default: 1 with --quick, else the "
+                     "libraries' default)")
     return p
 
 
@@ -295,7 +300,8 @@ def _cmd_reproduce(args, out):
     try:
         report = reproduce(args.out, quick=args.quick, derivations=args.derivations,
                            progress=not args.no_progress, force=args.force, client=client,
-                           resume=args.resume)
+                           resume=args.resume,
+                           threads="auto" if args.threads is None else args.threads)
     finally:
         if client is not None:
             client.close()

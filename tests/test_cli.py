@@ -348,6 +348,8 @@ BAD_ARGUMENTS = {
     "numeric with symbolic mean": (["derive", "hermite", "tanh", "--order", "1", "--numeric",
                                     "--mean", "m"], "--mean"),
     "missing out": (["reproduce"], "--out"),
+    "zero threads": (["reproduce", "--out", "x", "--threads", "0"], "--threads"),
+    "float threads": (["reproduce", "--out", "x", "--threads", "1.5"], "--threads"),
 }
 
 
@@ -539,6 +541,36 @@ def test_reproduce_with_good_script_passes(capsys, tmp_path):
     assert "00_demo.py" in text
     assert "quick=False" in text
     assert "notes.py" not in text
+
+
+THREADS_SCRIPT = '''
+import numpy
+from threadpoolctl import threadpool_info
+
+
+def run(section, quick):
+    n = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+    section.text(f"blas threads {n}")
+'''
+
+
+@pytest.mark.parametrize("extra, expected", [(("--quick",), "1"), (("--quick", "--threads", "2"),
+                                                                    "2")])
+def test_reproduce_threads_option_reaches_the_scripts(capsys, tmp_path, extra, expected):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if not any(p["user_api"] == "blas" for p in threadpool_info()):
+        pytest.skip("no BLAS pool that threadpoolctl can see")
+    scripts = tmp_path / "derivations"
+    scripts.mkdir()
+    (scripts / "00_threads.py").write_text(THREADS_SCRIPT)
+    with threadpool_limits(limits=4, user_api="blas"):  # a known outer value, restored after
+        code, _, _ = run_cli(capsys, "reproduce", "--out", str(tmp_path / "r"), "--derivations",
+                             str(scripts), "--no-progress", *extra)
+        after = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+    assert code == 0
+    assert f"blas threads {expected}" in (tmp_path / "r" / "index.md").read_text()
+    assert after == 4
 
 
 # -- reproduce: the output folder --------------------------------------------------------------

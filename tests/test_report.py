@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 import symscale as ss  # noqa: E402
 from symscale.formula import CheckReport  # noqa: E402
 from symscale.report import MARKER, Report, find_derivations, main, reproduce  # noqa: E402
-from symscale.reproduction import CACHE_DIR  # noqa: E402
+from symscale.reproduction import CACHE_DIR, run_script  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -887,6 +887,69 @@ def test_reproduce_on_a_dask_cluster_equals_the_local_run(tmp_path):
             == (tmp_path / "local" / "figures" / "sorted.png").read_bytes())
     with pytest.raises(TypeError, match="client"):
         reproduce(tmp_path / "bad", derivations=scripts, progress=False, client="tcp://x:1")
+
+
+THREADS = '''
+import numpy
+from threadpoolctl import threadpool_info
+
+
+def run(section, quick):
+    n = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+    section.text(f"blas threads {n}")
+'''
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    n = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    if not n:
+        pytest.skip("no BLAS pool that threadpoolctl can see")
+    return max(n)
+
+
+@pytest.mark.parametrize("quick, threads, expected", [
+    (True, "auto", 1), (False, "auto", 3), (True, None, 3), (False, 2, 2), (True, 2, 2)])
+def test_reproduce_caps_the_blas_threads_of_each_script(tmp_path, quick, threads, expected):
+    """quick runs hold BLAS to one thread by default, full runs keep the outer setting; the
+    outer setting is restored after the run."""
+    from threadpoolctl import threadpool_limits
+
+    _blas_threads()
+    write(tmp_path / "s", "00_threads.py", THREADS)
+    with threadpool_limits(limits=3, user_api="blas"):
+        reproduce(tmp_path / "out", quick=quick, derivations=tmp_path / "s", progress=False,
+                  threads=threads)
+        assert _blas_threads() == 3
+    text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+    assert f"blas threads {expected}\n" in text
+
+
+@pytest.mark.parametrize("threads, error", [(0, ValueError), (-1, ValueError),
+                                            ("many", TypeError), (2.0, TypeError),
+                                            (True, TypeError)])
+def test_reproduce_bad_threads_names_the_argument_and_creates_nothing(tmp_path, threads, error):
+    write(tmp_path / "s", "00_threads.py", THREADS)
+    with pytest.raises(error, match="threads"):
+        reproduce(tmp_path / "out", quick=True, derivations=tmp_path / "s", progress=False,
+                  threads=threads)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(error, match="threads"):
+        run_script(tmp_path / "s" / "00_threads.py", True, tmp_path / "o2", threads=threads)
+
+
+def test_reproduce_on_a_dask_cluster_caps_the_workers_threads(tmp_path):
+    """threads reaches the workers (whose nanny starts them at one BLAS thread: ask for 2)."""
+    distributed = pytest.importorskip("dask.distributed")
+    _blas_threads()
+    write(tmp_path / "s", "00_threads.py", THREADS)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        reproduce(tmp_path / "out", quick=True, derivations=tmp_path / "s", progress=False,
+                  client=client, threads=2)
+    assert "blas threads 2\n" in (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
 
 
 def test_resume_reuses_finished_scripts_and_reruns_changed_failed_or_missing(tmp_path):
