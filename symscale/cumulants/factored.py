@@ -462,15 +462,17 @@ class FactoredFourth:
                 np.multiply(Gi, 2.0 * U[..., I, None, :], out=Y[..., :M])
                 Y[..., :M] += dG[..., I, None, :] * U[..., None, :, :]
                 np.multiply(Gi, 2.0 * V[..., I, None, :], out=Y[..., M:])
-                B[..., I, :, :] += (Y.reshape(lead + (-1, 2 * M)) @ UV).reshape(
-                    lead + (-1, n, n))
-            flops += nb * (4 * n**3 * M + 4 * n * n * M + n**3)
-            if xp is np:  # in place: these are n^3 arrays
-                B += B.swapaxes(-1, -2)
+                Bi = B[..., I, :, :]
+                Bi += (Y.reshape(lead + (-1, 2 * M)) @ UV).reshape(lead + (-1, n, n))
+                # these rows of B are final: symmetrize, scale and add them while they are in
+                # cache (over the whole n^3 array each was a pass through memory, and the
+                # transposed read missed the TLB without huge pages)
+                _add_transpose(Bi)
                 if s is not None:
-                    B *= _scale211(s)
-                S += B
-            else:
+                    Bi *= _scale211(s, I)
+                S[..., I, :, :] += Bi
+            flops += nb * (4 * n**3 * M + 4 * n * n * M + n**3)
+            if xp is not np:
                 B = B + _t(B)
                 S = S + (B if s is None else B * _scale211(s))
             flops += nb * (2 * n**3 + (0 if s is None else 2 * n**3))
@@ -492,9 +494,11 @@ class FactoredFourth:
         return sum(T.transpose(p) for p in perms) / 24.0
 
 
-def _scale211(s) -> np.ndarray:
-    """:math:`s_i^2s_js_k`: the factor a per-neuron scale puts on :math:`\\kappa_{iijk}`."""
-    return (s * s)[..., :, None, None] * (s[..., :, None] * s[..., None, :])[..., None, :, :]
+def _scale211(s, rows=slice(None)) -> np.ndarray:
+    """:math:`s_i^2s_js_k`: the factor a per-neuron scale puts on :math:`\\kappa_{iijk}` (for
+    the ``rows`` of ``i``)."""
+    return ((s[..., rows] * s[..., rows])[..., :, None, None]
+            * (s[..., :, None] * s[..., None, :])[..., None, :, :])
 
 
 @functools.lru_cache(maxsize=None)
@@ -544,6 +548,28 @@ def _fourth_slices(fourth: FactoredFourth, n: int, ref) -> tuple[dict, int]:
     return _slice_dict(S), flops
 
 
+#: Edge of the tiles of the transposed n^3 copies (16 x 16 x n floats stay within the TLB).
+_TILE = 16
+
+
+def _add_transpose(B, tile: int = 32) -> None:
+    """``B += B.swapaxes(-1, -2)`` in place, tile by tile (numpy arrays).
+
+    Each entry gets the same single addition as the whole-array form (which first copies the
+    whole transposed operand, reading it with a stride of a row); here a tile and its mirror
+    meet in cache.
+    """
+    n = B.shape[-1]
+    for j in range(0, n, tile):
+        J = slice(j, j + tile)
+        B[..., J, J] += B[..., J, J].swapaxes(-1, -2)  # numpy copies the overlapping operand
+        for k in range(j + tile, n, tile):
+            K = slice(k, k + tile)
+            upper = B[..., J, K].copy()
+            B[..., J, K] += B[..., K, J].swapaxes(-1, -2)
+            B[..., K, J] += upper.swapaxes(-1, -2)
+
+
 def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
     r"""``G`` with :math:`\mathrm{Sym}(G_{s_1s_2s_3}\delta_{s_3s_4})` equal to the given slices
     on entries with a repeated neuron and zero on all-distinct entries.
@@ -567,7 +593,12 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
     if D4.ndim > 1:  # a stack: network by network (O(n^3) writes, no products)
         return np.stack([_correction_stack(*parts) for parts in zip(D211, D22, D31, D4)])
     G = np.empty((n, n, n))
-    G[...] = 6.0 * D211.transpose(1, 2, 0)
+    # G[a, b, c] = 6 D211[c, a, b], copied in tiles: the whole-array transposed copy reads with
+    # a stride of n^2 floats, one TLB miss per read without huge pages (0.7 s at n = 256)
+    for a in range(0, n, _TILE):
+        for c in range(0, n, _TILE):
+            np.multiply(D211[c:c + _TILE, a:a + _TILE].transpose(1, 2, 0), 6.0,
+                        out=G[a:a + _TILE, :, c:c + _TILE])
     idx = np.arange(n)
     G[idx, idx, :] = 3.0 * D22.T               # G[j, j, i] = 3 kappa_iijj
     G[idx, :, idx] = 2.0 * D31                 # G[i, j, i] = 2 kappa_iiij
@@ -630,8 +661,10 @@ def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=N
         S = S + old211
     flops += f + nb * 4 * n**3
     new = FactoredFourth(old.blocks + tree.blocks)
-    have = _slice_dict(S)
-    D = {p: exact[p] - have[p] for p in have}
+    have = _slice_dict(S)  # its coarse slices are copies: S itself is free after this
+    D = {p: exact[p] - have[p] for p in have if p != (2, 1, 1)}
+    D[(2, 1, 1)] = (np.subtract(exact[(2, 1, 1)], S, out=S) if isinstance(S, np.ndarray)
+                    else exact[(2, 1, 1)] - S)
     new.blocks.append((_correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)]),
                        I, I, None))
     flops += nb * (n**3 + 3 * n * n)

@@ -9,8 +9,8 @@ import pytest
 
 from symscale.cumulants import RandomMLP, propagate, tail_probability
 from symscale.cumulants.diagrams import diagrams
-from symscale.cumulants.factored import (FactoredFourth, _correction_stack, _tree_classes,
-                                         factored_k4_run)
+from symscale.cumulants.factored import (_TILE, FactoredFourth, _add_transpose,
+                                         _correction_stack, _tree_classes, factored_k4_run)
 from symscale.cumulants.state import Tracking
 
 
@@ -92,6 +92,40 @@ def test_correction_stack_sets_repeated_entries_and_leaves_distinct_ones_zero():
         distinct &= idx[a] != idx[b]
     np.testing.assert_allclose(got[~distinct], C[~distinct], atol=1e-12)
     assert np.max(np.abs(got[distinct])) < 1e-14
+
+
+@pytest.mark.parametrize("shape, tile", [((70, 70), 32), ((2, 3, 70, 70), 16), ((5, 5), 32),
+                                         ((33, 33), 32)])
+def test_add_transpose_in_tiles_is_the_whole_array_sum_bit_for_bit(shape, tile):
+    B = np.random.default_rng(4).standard_normal(shape)
+    want = B + B.swapaxes(-1, -2)
+    _add_transpose(B, tile)
+    assert np.array_equal(B, want)
+
+
+@pytest.mark.parametrize("n", [2 * _TILE + 5, _TILE])
+def test_correction_stack_in_tiles_is_the_plain_transposed_copy_bit_for_bit(n):
+    rng = np.random.default_rng(5)
+    D211, D22, D31, D4 = (rng.standard_normal((n,) * k) for k in (3, 2, 2, 1))
+    want = 6.0 * D211.transpose(1, 2, 0)
+    idx = np.arange(n)
+    want[idx, idx, :] = 3.0 * D22.T
+    want[idx, :, idx] = 2.0 * D31
+    want[:, idx, idx] = 2.0 * D31.T
+    want[idx, idx, idx] = D4
+    assert np.array_equal(_correction_stack(D211, D22, D31, D4), want)
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_slice211_row_blocks_past_the_tiles_equal_the_dense_tensor(scale):
+    """n above the tile edges of the in-place symmetrization, several row blocks."""
+    rng = np.random.default_rng(6)
+    n = 37
+    fourth = _random_fourth(rng, n, stacks=(2, 3), scale=scale)
+    want = np.einsum("iijk->ijk", _brute_sym(fourth.blocks, n))
+    for chunk in (8 * 2 * n * 3 * 5, 1 << 24):  # 5-row blocks, then one block
+        S, _ = fourth.slice211(chunk_bytes=chunk)
+        np.testing.assert_allclose(S, want, atol=1e-11 * np.max(np.abs(want)))
 
 
 def test_the_all_distinct_diagrams_are_the_four_tree_shapes():
