@@ -59,6 +59,42 @@ def test_exact_equals_mpmath_at_order_30(name):
     assert worst < 1e-25
 
 
+@pytest.mark.parametrize("name", CLOSED)
+@pytest.mark.parametrize("mean, var", [(0, 1), (-1.25, 0.3)])
+def test_mpmath_quadrature_carries_its_digits(name, mean, var):
+    """dps=30 means 30 digits (of the natural scale sqrt(k!)), not float64's 16: the adaptive
+    pieces (width 2, bisected on demand) must hold them against the closed form."""
+    exact = ss.hermite_coefficients(name, 12, mean=mean, var=var)
+    numeric = ss.hermite_coefficients(name, 12, mean=mean, var=var, exact=False, dps=30)
+    with mpmath.workdps(45):
+        worst = max(abs(mpmath.mpf(str(sp.N(a, 45))) - b) * math.factorial(k) ** 0.5
+                    for k, (a, b) in enumerate(zip(exact, numeric)))
+    assert worst < 1e-28
+
+
+def test_wider_first_pieces_save_integrand_evaluations(monkeypatch):
+    from symscale.expectations import univariate as U
+
+    calls = []
+
+    def counting(g, *args, **kw):
+        def h(z):
+            calls[-1] += 1
+            return g(z)
+        return original(h, *args, **kw)
+
+    original = U._integrate_vector
+    monkeypatch.setattr(U, "_integrate_vector", counting)
+    values = {}
+    for piece in (1, 2):
+        monkeypatch.setattr(U, "_PIECE", piece)
+        calls.append(0)
+        values[piece] = U._mp_table(ss.activation("gelu"), 0.5, 2.0, 6, 1, 30)[0]
+    assert calls[1] < 0.7 * calls[0]  # 1586 against 2594: some width-2 pieces are bisected
+    with mpmath.workdps(30):
+        assert max(abs(a - b) for a, b in zip(values[1][1], values[2][1])) < 1e-30
+
+
 def test_known_relu_coefficients():
     h = ss.hermite_coefficients("relu", 6)
     inv = 1 / sp.sqrt(2 * sp.pi)

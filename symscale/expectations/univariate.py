@@ -504,12 +504,19 @@ def _quadrature(act, mean, sd, k_max, p_max):
 # mpmath adaptive quadrature
 
 
+#: Widest first piece of the adaptive quadrature (in sd units). The bisection keeps the accuracy;
+#: width 2 halves the evaluations of unit pieces, which the 24-node rule mostly did not need
+#: (Hermite coefficients of every registered activation to order 5 at 30 digits: 3.3 -> 1.8 s,
+#: the same values to 4e-47).
+_PIECE = 2
+
+
 def _integrate_vector(g, kinks, order, dps, max_depth=40):
     """Integrals over the real line of the vector function g, by adaptive Gauss-Legendre.
 
     The line is cut where the Gaussian tail is negligible, at the kinks of phi (each piece is then
-    smooth) and into unit pieces; a piece is bisected until the 24- and 48-node rules agree to
-    about 10^-(dps+3) of the natural scale sqrt(k!) of each entry.
+    smooth) and into pieces of width at most _PIECE; a piece is bisected until the 24- and
+    48-node rules agree to about 10^-(dps+3) of the natural scale sqrt(k!) of each entry.
     """
     prec = mpmath.mp.prec
     rules = [_gl_rule(4, prec), _gl_rule(5, prec)]
@@ -527,7 +534,7 @@ def _integrate_vector(g, kinks, order, dps, max_depth=40):
     cuts = sorted({-zmax, zmax, *[k for k in kinks if -zmax < k < zmax]})
     edges = []
     for a, b in zip(cuts[:-1], cuts[1:]):
-        n = max(1, int(mpmath.ceil(b - a)))
+        n = max(1, int(mpmath.ceil((b - a) / _PIECE)))
         edges += [a + (b - a) * i / n for i in range(n)]
     edges.append(cuts[-1])
     total = [mpmath.mpf(0)] * (order + 1)
