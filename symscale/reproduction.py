@@ -62,7 +62,7 @@ def run_script(path, quick: bool, out, on_step=None, *, threads=None) -> dict:
     ('00_a', 'hi', None, [])
     """
     path = Path(path)
-    threads = None if threads is None else check_int(threads, "threads", low=1)
+    threads = _check_threads(threads)
     report = Report(out)
     report.on_step = on_step
     before = _figures(report.out)
@@ -170,8 +170,8 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
     threads : int, None or "auto"
         Cap on the BLAS and OpenMP threads of each script (locally and on the workers).
         ``"auto"`` (default) is 1 in quick mode, where the arrays are small and extra threads
-        spin (same wall time, 11 % less CPU on two cores), and the libraries' default in full
-        mode; None always leaves the default.
+        spin (see the module docstring), and the libraries' default in full mode; None always
+        leaves the default.
 
     Returns
     -------
@@ -246,12 +246,12 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
     return report
 
 
-def _check_threads(threads, quick):
-    if isinstance(threads, str) and threads == "auto":
+def _check_threads(threads, quick=None):
+    """``threads`` as a pool cap: an int >= 1 or None; ``"auto"`` (where ``quick`` is given)
+    is 1 in quick mode, else None."""
+    if quick is not None and isinstance(threads, str) and threads == "auto":
         return 1 if quick else None
-    if threads is None:
-        return None
-    return check_int(threads, "threads", low=1)
+    return None if threads is None else check_int(threads, "threads", low=1)
 
 
 def _run_on_cluster(client, folder, todo, quick, results, bar, threads=None):

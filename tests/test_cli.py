@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from threads_helpers import THREADS_SCRIPT, blas_threads
 
 import symscale as ss
 from symscale.cli import main
@@ -543,31 +544,19 @@ def test_reproduce_with_good_script_passes(capsys, tmp_path):
     assert "notes.py" not in text
 
 
-THREADS_SCRIPT = '''
-import numpy
-from threadpoolctl import threadpool_info
-
-
-def run(section, quick):
-    n = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
-    section.text(f"blas threads {n}")
-'''
-
-
 @pytest.mark.parametrize("extra, expected", [(("--quick",), "1"), (("--quick", "--threads", "2"),
                                                                     "2")])
 def test_reproduce_threads_option_reaches_the_scripts(capsys, tmp_path, extra, expected):
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-    if not any(p["user_api"] == "blas" for p in threadpool_info()):
-        pytest.skip("no BLAS pool that threadpoolctl can see")
+    blas_threads()
     scripts = tmp_path / "derivations"
     scripts.mkdir()
     (scripts / "00_threads.py").write_text(THREADS_SCRIPT)
     with threadpool_limits(limits=4, user_api="blas"):  # a known outer value, restored after
         code, _, _ = run_cli(capsys, "reproduce", "--out", str(tmp_path / "r"), "--derivations",
                              str(scripts), "--no-progress", *extra)
-        after = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        after = blas_threads()
     assert code == 0
     assert f"blas threads {expected}" in (tmp_path / "r" / "index.md").read_text()
     assert after == 4

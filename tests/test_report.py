@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+from threads_helpers import THREADS_SCRIPT, blas_threads  # noqa: E402
 
 import symscale as ss  # noqa: E402
 from symscale.formula import CheckReport  # noqa: E402
@@ -889,26 +890,6 @@ def test_reproduce_on_a_dask_cluster_equals_the_local_run(tmp_path):
         reproduce(tmp_path / "bad", derivations=scripts, progress=False, client="tcp://x:1")
 
 
-THREADS = '''
-import numpy
-from threadpoolctl import threadpool_info
-
-
-def run(section, quick):
-    n = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
-    section.text(f"blas threads {n}")
-'''
-
-
-def _blas_threads():
-    from threadpoolctl import threadpool_info
-
-    n = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
-    if not n:
-        pytest.skip("no BLAS pool that threadpoolctl can see")
-    return max(n)
-
-
 @pytest.mark.parametrize("quick, threads, expected", [
     (True, "auto", 1), (False, "auto", 3), (True, None, 3), (False, 2, 2), (True, 2, 2)])
 def test_reproduce_caps_the_blas_threads_of_each_script(tmp_path, quick, threads, expected):
@@ -916,12 +897,12 @@ def test_reproduce_caps_the_blas_threads_of_each_script(tmp_path, quick, threads
     outer setting is restored after the run."""
     from threadpoolctl import threadpool_limits
 
-    _blas_threads()
-    write(tmp_path / "s", "00_threads.py", THREADS)
+    blas_threads()
+    write(tmp_path / "s", "00_threads.py", THREADS_SCRIPT)
     with threadpool_limits(limits=3, user_api="blas"):
         reproduce(tmp_path / "out", quick=quick, derivations=tmp_path / "s", progress=False,
                   threads=threads)
-        assert _blas_threads() == 3
+        assert blas_threads() == 3
     text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
     assert f"blas threads {expected}\n" in text
 
@@ -930,7 +911,7 @@ def test_reproduce_caps_the_blas_threads_of_each_script(tmp_path, quick, threads
                                             ("many", TypeError), (2.0, TypeError),
                                             (True, TypeError)])
 def test_reproduce_bad_threads_names_the_argument_and_creates_nothing(tmp_path, threads, error):
-    write(tmp_path / "s", "00_threads.py", THREADS)
+    write(tmp_path / "s", "00_threads.py", THREADS_SCRIPT)
     with pytest.raises(error, match="threads"):
         reproduce(tmp_path / "out", quick=True, derivations=tmp_path / "s", progress=False,
                   threads=threads)
@@ -942,8 +923,8 @@ def test_reproduce_bad_threads_names_the_argument_and_creates_nothing(tmp_path, 
 def test_reproduce_on_a_dask_cluster_caps_the_workers_threads(tmp_path):
     """threads reaches the workers (whose nanny starts them at one BLAS thread: ask for 2)."""
     distributed = pytest.importorskip("dask.distributed")
-    _blas_threads()
-    write(tmp_path / "s", "00_threads.py", THREADS)
+    blas_threads()
+    write(tmp_path / "s", "00_threads.py", THREADS_SCRIPT)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:

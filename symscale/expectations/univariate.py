@@ -346,8 +346,9 @@ def _derivative_weights(T, k):
     return T[k:] * np.array([math.perm(k + j, k) for j in m], dtype=float)
 
 
-def _ends(parts):
-    return sorted({e for lo, hi, _ in parts for e in (lo, hi) if e.is_finite}, key=float)
+def _moment_order(parts, p_max):
+    """Highest partial moment the exact table needs: the degree of phi**p_max."""
+    return max(max(poly.degree(), 0) for *_, poly in parts) * p_max
 
 
 def _jump(lpoly, rpoly, p, c, k_max):
@@ -370,7 +371,7 @@ def _two_piece_plan(parts, k_max, p_max):
     if len(parts) != 2:
         return None
     (_, c, lpoly), (_, _, rpoly) = parts
-    J = max(max(poly.degree(), 0) for *_, poly in parts) * p_max
+    J = _moment_order(parts, p_max)
     sign = (-1.0) ** np.arange(J + 1)
     # columns: right moments 0..J, left moments 0..J, Dirac moments Q[0..k_max]
     C = np.zeros((p_max, k_max + 1, 2 * (J + 1) + k_max + 1))
@@ -401,8 +402,8 @@ def _exact(parts, mean, sd, k_max, p_max):
         M = np.concatenate([S[:, :n], S[:, n:], Q])
         w[1:] = (C @ M).reshape(p_max, k_max + 1, n)
         return w
-    J = max(max(poly.degree(), 0) for *_, poly in parts) * p_max
-    ends = _ends(parts)
+    J = _moment_order(parts, p_max)
+    ends = sorted({e for lo, hi, _ in parts for e in (lo, hi) if e.is_finite}, key=float)
     # E[(G - c)_+^m] and E[(c - G)_+^m] at every end, in one call: one recursion loop
     d = np.concatenate([s * (float(c) - mean) for c in ends for s in (1.0, -1.0)] or [mean[:0]])
     S = _partial_moments(d, np.tile(sd, 2 * len(ends)), J).reshape(J + 1, len(ends), 2, n)
