@@ -3,7 +3,8 @@
 * the diagram lists of the K = 2 and K = 3 nonlinear steps, in LaTeX, as the code derives them,
   and the four tree shapes of the K = 4 all-distinct step that the factored K = 4 stores;
 * the K = 2 ReLU closed forms with their sampling checks;
-* MSE/Var against width, depth and FLOPs for K = 1..4 and the variants, with the Monte Carlo
+* MSE/Var against width, depth (to 12 in the full run) and FLOPs for K = 1..4 and the variants,
+  with the fitted exponents against width and depth (with intervals), the Monte Carlo
   line, fitted slopes, and the FLOP / wall-time advantage of the best estimator;
 * tail probabilities P(z > 3) below the resolution of equal-cost sampling.
 
@@ -28,8 +29,10 @@ from symscale.cumulants.wick import (relu_bivariate_moment, relu_gaussian_mean,
 
 TITLE = r"Cumulant propagation: $\mathbb{E}[M(X)]$ of a wide random MLP without sampling"
 #: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
-#: this machine has timed the script itself (both modes measured on 2026-12-03).
-EXPECTED_SECONDS = {"quick": 7, "full": 850}
+#: this machine has timed the script itself (quick measured on 2026-12-03; full: 850 s measured
+#: before the depth sweep went to 12 at width 256, plus ~1700 s estimated for its ground truths,
+#: 8e13 FLOPs at ~50 GFLOP/s).
+EXPECTED_SECONDS = {"quick": 8, "full": 2600}
 CACHE = Path(__file__).resolve().parent / ".cache"
 
 
@@ -115,10 +118,14 @@ def _sweeps(section, quick, cache):
 
     if quick:
         widths, depth, seeds, n_truth = [16, 32, 64], 3, range(2), 200_000
-        Ks, k4_widths, depths, depth_width = (1, 2, 3), [], [2, 3, 4], 32
+        Ks, k4_widths, depths, depth_widths, k4_depth_widths = (1, 2, 3), [], [2, 3, 4], [32], \
+            [32]
     else:
+        # depths to 12 as in the paper; K = 4 factored is O(n^4 L^2): its depth sweep stays at
+        # width 64
         widths, depth, seeds, n_truth = [16, 32, 64, 128, 256], 4, range(3), 4_000_000
-        Ks, k4_widths, depths, depth_width = (1, 2), [16, 23, 32], [2, 3, 4, 6, 8], 64
+        Ks, k4_widths, depths, depth_widths, k4_depth_widths = (1, 2), [16, 23, 32], \
+            [2, 3, 4, 6, 8, 10, 12], [64, 256], [64]
     variants = ("basic", "augmented", "gaussian")
     common = dict(seeds=seeds, n_truth=n_truth, cache_dir=cache, progress=not quick)
     table = sweep(widths, [depth], Ks=Ks, variants=variants, **common)
@@ -131,10 +138,12 @@ def _sweeps(section, quick, cache):
         table.rows += k3u.rows
         k4 = sweep(k4_widths, [depth], Ks=(4,), variants=("basic",), **common)
         table.rows += k4.rows
-    deep = sweep([depth_width], depths, Ks=(1, 2), variants=("basic", "augmented"), factored=False,
-                 **common)
-    deep3 = sweep([depth_width], depths, Ks=(3, 4), variants=(), factored=True, **common)
-    deep.rows += deep3.rows
+    deep = sweep(depth_widths, depths, Ks=(1, 2), variants=("basic", "augmented"),
+                 factored=False, **common)
+    deep.rows += sweep(depth_widths, depths, Ks=(3,), variants=(), factored=True, **common).rows
+    deep.rows += sweep(k4_depth_widths, depths, Ks=(4,), variants=(), factored=True,
+                       **common).rows
+    depth_width = depth_widths[0]
 
     section.text(f"### MSE/Var against width (depth $L = {depth}$, {len(seeds)} networks per "
                  f"width, ground truth {n_truth:,} samples; 'truth floor' is its own MSE/Var)")
@@ -188,8 +197,36 @@ def _sweeps(section, quick, cache):
     section.figure(fig, "cumulant_propagation", "MSE/Var against FLOPs (with the Monte Carlo "
                    "line $1/N$), against width, and against depth; error bars: standard error "
                    "over the networks (seeds).")
-    section.text(f"### MSE/Var against depth (width $n = {depth_width}$)")
+    section.text("### MSE/Var against depth (widths " + ", ".join(f"$n = {w}$" for w in
+                                                                  depth_widths) + ")")
     section.text(deep.to_markdown())
+    _depth_exponents(section, deep, depth_widths, len(seeds))
+
+
+def _depth_exponents(section, deep, depth_widths, n_seeds):
+    rows = []
+    for w in depth_widths:
+        for est in deep.estimators():
+            if not deep.select(estimator=est, width=w):
+                continue
+            K = deep.select(estimator=est, width=w)[0]["K"]
+            try:
+                fit = deep.exponent(est, "depth", at=w)
+            except ValueError as err:  # a point on the truth floor: say so, do not fit it
+                rows.append([est, str(w), "—", "—", str(K), f"not fitted: {err}"])
+                continue
+            lo, hi = fit.ci
+            verdict = ("consistent" if lo <= K <= hi else
+                       f"steeper than $L^{K}$" if lo > K else f"shallower than $L^{K}$")
+            rows.append([est, str(w), f"{fit.slope:.2f} ± {fit.stderr:.2f}",
+                         f"[{lo:.2f}, {hi:.2f}]", str(K), verdict])
+    section.text(
+        "Fitted exponent of MSE/Var against depth, $\\mathrm{MSE/Var}\\propto L^{a}$: a fit "
+        f"weighted by the standard error over the {n_seeds} networks per depth, after "
+        "subtracting the ground truth's own MSE/Var; 95 % interval, widened when the points "
+        "scatter more than their errors. The conjectured law $(L/n)^K$ has $a = K$:")
+    section.table(["estimator", "width", "exponent $a$", "95 % interval", "$K$", "conjecture"],
+                  rows)
 
 
 def _tails(section, quick):

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..metrics.rates import fit_loglog_slope
 from ..tasks import iter_tasks
-from ..validation import check_bool, check_int
+from ..validation import check_bool, check_choice, check_int
 from .reference import ground_truth
 from .network import RandomMLP
 from .propagate import VARIANTS, propagate
@@ -77,6 +77,66 @@ class SweepTable(ResultDisplay):
                              f"{xs}")
         fit = fit_loglog_slope(xs, ys)
         return float(fit.slope), float(fit.stderr)
+
+    def exponent(self, estimator: str, against: str, at: int, *, level: float = 0.95,
+                 above_floor: float | None = None, subtract_floor: bool = True):
+        r"""Fitted power law of MSE/Var against ``"width"`` or ``"depth"``, with an interval.
+
+        The fit runs over the networks' mean MSE/Var at each width (or depth), the other held
+        at ``at``, weighted by the standard error over the networks (seeds), so the interval
+        (``level``, normal) carries the spread between networks; it is widened by
+        :math:`\sqrt{\chi^2/\mathrm{dof}}` when the points scatter more than their errors (see
+        :func:`~symscale.metrics.rates.fit_loglog_slope`). ``subtract_floor`` removes the
+        ground truth's own MSE/Var (``truth_floor``), which the measured value adds to the
+        estimator's: an unbiased estimate of the estimator's error, so a floor does not
+        flatten the law. ``above_floor=r`` keeps only points at least ``r`` times the floor.
+
+        The conjectured depth law of the estimator of order :math:`K` is
+        :math:`\mathrm{MSE/Var}\propto(L/n)^K`: exponent :math:`K` against depth, :math:`-K`
+        against width.
+
+        Returns
+        -------
+        SlopeFit
+            ``slope`` (the exponent), ``stderr``, ``ci``.
+
+        Raises
+        ------
+        ValueError
+            ``against`` is not ``"width"`` or ``"depth"``; fewer than three points, or a
+            point with a single network (no standard error), or a point at or under the floor
+            after ``subtract_floor``.
+
+        Examples
+        --------
+        >>> rows = [{"estimator": "E", "width": 32, "depth": d, "seed": s,
+        ...          "mse_over_var": 1e-4 * d ** 2 * (1 + 0.1 * s), "truth_floor": 1e-7}
+        ...         for d in (2, 4, 8) for s in (0, 1)]
+        >>> fit = SweepTable(rows).exponent("E", "depth", at=32)
+        >>> round(fit.slope, 2), fit.ci[0] < 2 < fit.ci[1]
+        (2.0, True)
+        """
+        check_choice(against, "against", ("width", "depth"))
+        xs, ys, ses = [], [], []
+        other = "depth" if against == "width" else "width"
+        for x, _ in zip(*self.slope_points(estimator, at, against, above_floor)):
+            where = {"estimator": estimator, against: x, other: at}
+            m, se, count = self.mean(**where)
+            if count < 2:
+                raise ValueError(f"{estimator!r} at {against} {x}: one network, no standard "
+                                 "error to weight the fit; run two seeds or more")
+            if subtract_floor:
+                m -= self.mean("truth_floor", **where)[0]
+                if m <= 0:
+                    raise ValueError(f"{estimator!r} at {against} {x}: MSE/Var at or under the "
+                                     "ground truth's own; use above_floor= to drop the point")
+            xs.append(x)
+            ys.append(m)
+            ses.append(se)
+        if len(xs) < 3:
+            raise ValueError(f"fewer than three points to fit for {estimator!r} at {other} "
+                             f"{at}: {xs}")
+        return fit_loglog_slope(xs, ys, stderr=ses, level=level)
 
     def slope_points(self, estimator: str, depth: int, against: str = "width",
                      above_floor: float | None = None) -> tuple[list, list]:
