@@ -18,6 +18,9 @@ Hierarchy
 ``GroundTruthCacheError(SymscaleError, ValueError)``
     A damaged or foreign :func:`~symscale.cumulants.ground_truth` cache file, with
     ``bad_cache="raise"``; the message names the file.
+``UnsafePickleError(SymscaleError, pickle.UnpicklingError)``
+    A data file (:func:`~symscale.loaders.load_cifar10`) whose pickle names a global outside the
+    allow-list; nothing in it was run, and the message names the file and the global.
 ``NotFittedError(SymscaleError, ValueError, AttributeError)``
     A :mod:`symscale.lofi` model used before ``fit``.
 
@@ -44,9 +47,11 @@ True
 
 from __future__ import annotations
 
+import pickle
+
 __all__ = ["SymscaleError", "InvalidProgramError", "NoClosedFormError", "DomainError",
-           "ExpressionError", "GroundTruthCacheError", "NotFittedError", "SymscaleWarning",
-           "GroundTruthCacheWarning", "PathStatisticWarning", "PrecisionWarning"]
+           "ExpressionError", "GroundTruthCacheError", "NotFittedError", "UnsafePickleError",
+           "SymscaleWarning", "GroundTruthCacheWarning", "PathStatisticWarning", "PrecisionWarning"]
 
 
 class SymscaleError(Exception):
@@ -72,6 +77,10 @@ class ExpressionError(SymscaleError, ValueError):
 class GroundTruthCacheError(SymscaleError, ValueError):
     """A damaged :func:`~symscale.cumulants.ground_truth` cache file with
     ``bad_cache="raise"``; names the file."""
+
+
+class UnsafePickleError(SymscaleError, pickle.UnpicklingError):
+    """A pickle asked for a global outside an allow-list; names the file and the global."""
 
 
 class NotFittedError(SymscaleError, ValueError, AttributeError):
