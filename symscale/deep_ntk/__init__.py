@@ -14,12 +14,19 @@ from .depth import (CorrectionFit, DepthLimit, PhaseLimit, PrecisionWarning, ang
 from .spectra import (depth_scale, gradient_flow_predictor, limit_matrix, ntk_matrix,
                       spectrum_vs_depth, test_error_grid)
 from ..training import NTKMLP, feature_movement, linearized_movement, model_ntk, train_gd
+from . import scaling
+from .scaling import (DepthBound, ProjectionNorm, ProjectionScaling, StoppingGrid, StoppingTime,
+                      depth_bound, plot_stopping_grid, projection_norm, projection_scaling,
+                      stopping_grid, stopping_time)
 
 __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning", "angle_asymptotics",
            "correction_fit", "CorrectionFit", "phase_limit", "PhaseLimit", "ntk_matrix",
            "limit_matrix", "spectrum_vs_depth", "depth_scale", "gradient_flow_predictor",
            "test_error_grid", "NTKMLP", "train_gd", "feature_movement", "linearized_movement",
            "model_ntk", "datasets", "spectra", "training"]
+__all__ += ["scaling", "depth_bound", "DepthBound", "stopping_time", "StoppingTime",
+            "projection_norm", "ProjectionNorm", "projection_scaling", "ProjectionScaling",
+            "stopping_grid", "StoppingGrid", "plot_stopping_grid"]
 
 __getattr__ = deprecated_names(__name__, {"empirical_ntk": ("symscale.deep_ntk.model_ntk",
                                                             lambda: model_ntk)})
