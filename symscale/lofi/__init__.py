@@ -26,3 +26,13 @@ __all__ = ["LoFi", "LoFiKernel", "SpectralFilter", "KernelFilter", "VariationalC
 # noise_floor named two things (this threshold and symscale.metrics.noise_floor)
 __getattr__ = deprecated_names(__name__, {"noise_floor": ("symscale.lofi.spike_threshold",
                                                           lambda: spike_threshold)})
+
+# convolutional first layer; per-eigenvector emergence (issue 18)
+from . import conv, eigen_emergence  # noqa: E402
+from .conv import ConvLoFi, conv_lift, extract_patches, patch_norm  # noqa: E402
+from .eigen_emergence import (EigenEmergence, eigenvector_emergence,  # noqa: E402
+                              first_layer_lift, planted_spikes)
+
+__all__ += ["conv", "eigen_emergence", "ConvLoFi", "conv_lift", "extract_patches",
+            "patch_norm", "EigenEmergence", "eigenvector_emergence", "first_layer_lift",
+            "planted_spikes"]
