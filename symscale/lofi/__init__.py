@@ -36,3 +36,19 @@ from .eigen_emergence import (EigenEmergence, eigenvector_emergence,  # noqa: E4
 __all__ += ["conv", "eigen_emergence", "ConvLoFi", "conv_lift", "extract_patches",
             "patch_norm", "EigenEmergence", "eigenvector_emergence", "first_layer_lift",
             "planted_spikes"]
+
+# early gradient descent under vanishing initialization against LoFi (issue 18)
+from . import dynamics  # noqa: E402
+from .dynamics import (GDFeatures, GDSweep, LinearizedUpdate, gd_features,  # noqa: E402
+                       gd_sweep, linearized_update, loss_and_gradient)
+
+__all__ += ["dynamics", "GDFeatures", "GDSweep", "LinearizedUpdate", "gd_features",
+            "gd_sweep", "linearized_update", "loss_and_gradient"]
+
+# emergence exponents in d; the compositional gap of two-layer LoFi (issue 18)
+from . import hierarchy  # noqa: E402
+from .hierarchy import (CompositionalGap, EmergenceExponent, compositional_gap,  # noqa: E402
+                        compositional_teacher, emergence_exponent)
+
+__all__ += ["hierarchy", "CompositionalGap", "EmergenceExponent", "compositional_gap",
+            "compositional_teacher", "emergence_exponent"]

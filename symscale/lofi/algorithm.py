@@ -548,6 +548,37 @@ def check_layers(layers) -> list:
     return out
 
 
+def _validate_spectral_params(est) -> None:
+    """Check ``eig``, ``readout``, ``activation``, ``first_moment`` and ``seed`` of a LoFi-like
+    estimator and set the fitted ``activation_``, ``first_moment_``, ``seed_``."""
+    if not isinstance(est.eig, str) or est.eig not in _EIG_METHODS:
+        raise ValueError(f"eig must be one of {_EIG_METHODS}, got {est.eig!r}")
+    _make_readout(est.readout)
+    est.activation_ = as_activation(est.activation)
+    est.first_moment_ = check_bool(est.first_moment, "first_moment")
+    # default_rng([seed, layer]) needs an integer >= 0
+    est.seed_ = seed_int(est.seed)
+
+
+def _fit_dense_layers(est, h, y, filters, lift, start: int = 0):
+    """Dense lift-and-filter layers ``est.layers_`` (numbered from ``start``) on top of ``h``
+    and ``filters`` fitted so far, then the readout; appends to ``norms_``/``weights_``."""
+    for layer, (P, k) in enumerate(est.layers_, start=start):
+        c = safe_rms(h)  # no overflow for X of 1e200, no underflow for 1e-200
+        if not c > 0:
+            raise ValueError(f"X gives an all-zero representation at layer {layer}")
+        W = _lift_weights(h.shape[1], P, est.seed_, layer)
+        filters.append(spectral_filter(lift(h, W, c), y, k, eig=est.eig,
+                                       first_moment=est.first_moment_, seed=est.seed_ + layer))
+        est.norms_.append(c)
+        est.weights_.append(W)
+        h = filters[-1].features
+    est.components_, est.eigenvalues_, est.spectra_ = (
+        [getattr(f, a) for f in filters] for a in ("components", "eigenvalues", "spectrum"))
+    est.readout_ = _make_readout(est.readout).fit(h, y)
+    return est
+
+
 class LoFi(_LoFiBase):
     """Finite-width Neural LoFi (note 05 §2).
 
@@ -596,13 +627,7 @@ class LoFi(_LoFiBase):
     def _validate_params_(self):
         """The checked parameters, as fitted attributes ``layers_``, ``activation_`` ..."""
         self.layers_ = check_layers(self.layers)
-        if not isinstance(self.eig, str) or self.eig not in _EIG_METHODS:
-            raise ValueError(f"eig must be one of {_EIG_METHODS}, got {self.eig!r}")
-        _make_readout(self.readout)
-        self.activation_ = as_activation(self.activation)
-        self.first_moment_ = check_bool(self.first_moment, "first_moment")
-        # default_rng([seed, layer]) needs an integer >= 0
-        self.seed_ = seed_int(self.seed)
+        _validate_spectral_params(self)
         self.backend_ = off_numpy(self.backend, self.device)
 
     def _lift(self, h, W, c):
@@ -614,22 +639,8 @@ class LoFi(_LoFiBase):
             W.shape[1])
 
     def _fit_binary(self, X, y):
-        self.norms_, self.weights_, filters, h = [], [], [], X
-        for layer, (P, k) in enumerate(self.layers_):
-            c = safe_rms(h)  # no overflow for X of 1e200, no underflow for 1e-200
-            if not c > 0:
-                raise ValueError(f"X gives an all-zero representation at layer {layer}")
-            W = _lift_weights(h.shape[1], P, self.seed_, layer)
-            filters.append(spectral_filter(self._lift(h, W, c), y, k, eig=self.eig,
-                                           first_moment=self.first_moment_,
-                                           seed=self.seed_ + layer))
-            self.norms_.append(c)
-            self.weights_.append(W)
-            h = filters[-1].features
-        self.components_, self.eigenvalues_, self.spectra_ = (
-            [getattr(f, a) for f in filters] for a in ("components", "eigenvalues", "spectrum"))
-        self.readout_ = _make_readout(self.readout).fit(h, y)
-        return self
+        self.norms_, self.weights_ = [], []
+        return _fit_dense_layers(self, X, y, [], self._lift)
 
     def _features(self, X):
         out, h = [], X

@@ -43,12 +43,10 @@ import math
 import numpy as np
 
 from ..activations import as_activation
-from ..linalg import safe_rms
-from ..validation import (check_array, check_bool, check_choice, check_finite, check_int,
-                          check_real, seed_int)
+from ..validation import check_array, check_choice, check_finite, check_int, check_real
 from . import readout as ro
-from .algorithm import (_EIG_METHODS, _LoFiBase, _lift_weights, _make_readout, check_layers,
-                        spectral_filter)
+from .algorithm import (_LoFiBase, _fit_dense_layers, _lift_weights, _validate_spectral_params,
+                        check_layers, spectral_filter)
 
 __all__ = ["ConvLoFi", "conv_lift", "extract_patches", "patch_norm"]
 
@@ -321,12 +319,7 @@ class ConvLoFi(_LoFiBase):
         self.layers_ = [] if empty else check_layers(layers)
         self.padding_ = check_choice(self.padding, "padding", _PADDINGS)
         self.image_shape_arg_ = _check_image_shape(self.image_shape)
-        if not isinstance(self.eig, str) or self.eig not in _EIG_METHODS:
-            raise ValueError(f"eig must be one of {_EIG_METHODS}, got {self.eig!r}")
-        _make_readout(self.readout)
-        self.activation_ = as_activation(self.activation)
-        self.first_moment_ = check_bool(self.first_moment, "first_moment")
-        self.seed_ = seed_int(self.seed)
+        _validate_spectral_params(self)
 
     def _flat(self, X, shape):
         """``X`` (images, or flat rows of ``shape``) as (n, H*W*C) float64, and its shape."""
@@ -383,22 +376,11 @@ class ConvLoFi(_LoFiBase):
         filters = [spectral_filter(self._conv(X, W, c), y, self.k_, eig=self.eig,
                                    first_moment=self.first_moment_, seed=self.seed_)]
         self.norms_, self.weights_ = [c], [W]
-        h = filters[0].features
-        for layer, (P, k) in enumerate(self.layers_, start=1):
-            c = safe_rms(h)
-            if not c > 0:
-                raise ValueError(f"X gives an all-zero representation at layer {layer}")
-            W = _lift_weights(h.shape[1], P, self.seed_, layer)
-            filters.append(spectral_filter(self.activation_((h / c) @ W) / math.sqrt(P), y, k,
-                                           eig=self.eig, first_moment=self.first_moment_,
-                                           seed=self.seed_ + layer))
-            self.norms_.append(c)
-            self.weights_.append(W)
-            h = filters[-1].features
-        self.components_, self.eigenvalues_, self.spectra_ = (
-            [getattr(f, a) for f in filters] for a in ("components", "eigenvalues", "spectrum"))
-        self.readout_ = _make_readout(self.readout).fit(h, y)
-        return self
+        return _fit_dense_layers(self, filters[0].features, y, filters, self._dense_lift,
+                                 start=1)
+
+    def _dense_lift(self, h, W, c):
+        return self.activation_((h / c) @ W) / math.sqrt(W.shape[1])
 
     def _features(self, X):
         out = []
@@ -406,7 +388,7 @@ class ConvLoFi(_LoFiBase):
         h = Z @ self.components_[0]
         out.append(h)
         for W, c, V in zip(self.weights_[1:], self.norms_[1:], self.components_[1:]):
-            h = (self.activation_((h / c) @ W) / math.sqrt(W.shape[1])) @ V
+            h = self._dense_lift(h, W, c) @ V
             out.append(h)
         return out
 

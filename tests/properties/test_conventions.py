@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import symscale as ss
-from symscale import cumulants, datasets, deep_ntk, lofi, metrics, netsor, nsde
+from symscale import cumulants, datasets, deep_ntk, loaders, lofi, metrics, netsor, nsde
 from symscale.expectations import joint_expectation
 
 X4 = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [-0.6, 0.8]])
@@ -36,6 +36,11 @@ Y8 = np.where(np.arange(8) % 2, 1.0, -1.0)
 SAMPLES = RNG.standard_normal((50, 3))
 V2 = np.linalg.qr(RNG.standard_normal((6, 2)))[0]
 C5 = (lambda A: (A @ A.T)[None])(RNG.standard_normal((5, 5)))  # 5 > MAX_QUADRATURE_DIM: MC
+
+
+IMAGES8 = RNG.standard_normal((8, 4, 4))
+SPIKES = lofi.planted_spikes(400, 4, [0.9], seed=0)
+TEXT = "the quick brown fox jumps over the lazy dog and runs"
 
 
 def _mlp():
@@ -165,6 +170,26 @@ RECIPES = {
         lambda z, idx: z[..., 0] * z[..., 4], C5, **k), dict(seed=0), {}),
     "sliced_wasserstein": (lambda **k: metrics.sliced_wasserstein(SAMPLES, SAMPLES + 1, **k),
                            dict(seed=0), {"n_projections": 4}),
+    # issue 18
+    "ConvLoFi": (lambda **k: lofi.ConvLoFi(**k).fit(IMAGES8, Y8), dict(seed=0),
+                 {"n_filters": 3, "kernel_size": 2, "pool": 1, "k": 2}),
+    "compositional_teacher": (lambda **k: lofi.compositional_teacher(**k), dict(seed=0),
+                              {"d": 3, "n_mc": 64}),
+    "eigenvector_emergence": (lambda **k: lofi.eigenvector_emergence(
+        SPIKES[0], SPIKES[1], [100, 200, 400], [0, 1], **k), dict(seed=0),
+        {"n_directions": 1, "n_boot": 5, "n_ref_boot": 2}),
+    "first_layer_lift": (lambda **k: lofi.first_layer_lift(Z8, **k), dict(seed=0), {"width": 5}),
+    "gd_features": (lambda **k: lofi.gd_features(Z8, Y8, **k), dict(seed=0),
+                    {"width": 4, "steps": 2, "record_every": 1, "k": 1}),
+    "planted_spikes": (lofi.planted_spikes, dict(seed=0, rhos=[0.5]), {"n": 6, "dim": 3}),
+    "projection_scaling": (lambda **k: deep_ntk.projection_scaling([6, 8, 10], **k),
+                           dict(seed=0, n_boot=5), {"d": 3, "repeats": 2, "n_test": 3,
+                                                    "n_boot": 5}),
+    "stopping_grid": (lambda **k: deep_ntk.stopping_grid([6, 8, 10], depths=[2], **k), dict(seed=0),
+                      {"d": 3, "n_test": 4}),
+    "image_dataset": (loaders.image_dataset, dict(seed=0), {"n_train": 6, "n_test": 2}),
+    "text8_onehot_sequences": (lambda **k: loaders.text8_onehot_sequences(TEXT, **k),
+                               dict(seed=0), {"n_train": 3, "n_test": 2, "length": 3}),
 }
 
 # functions with a seed that take their seed from the ones above (plural seeds, helpers)
