@@ -33,3 +33,8 @@ __all__ = ["RandomMLP", "random_mlp", "MonteCarloResult", "monte_carlo", "ground
            "Propagation", "propagate", "VARIANTS", "SweepTable", "sweep", "plot_mse_vs_flops",
            "plot_mse_vs_width", "plot_mse_vs_depth", "TailEstimate", "tail_probability",
            "wick_table"]
+from .importance import (ImportanceSamplingError, ImportanceSamplingWarning, ImportanceTail,
+                         TailComparison, compare_tail_estimators, tail_probability_is)
+
+__all__ += ["ImportanceTail", "ImportanceSamplingWarning", "ImportanceSamplingError",
+            "tail_probability_is", "TailComparison", "compare_tail_estimators"]

@@ -187,6 +187,11 @@ RECIPES = {
                                                     "n_boot": 5}),
     "stopping_grid": (lambda **k: deep_ntk.stopping_grid([6, 8, 10], depths=[2], **k), dict(seed=0),
                       {"d": 3, "n_test": 4}),
+    "tail_probability_is": (lambda **k: cumulants.tail_probability_is(
+        _mlp(), 2, 1.0, neurons=[0, 1], **k), dict(seed=0), {"n_samples": 50, "n_starts": 2}),
+    "compare_tail_estimators": (lambda **k: cumulants.compare_tail_estimators(
+        _mlp(), levels=(1e-2,), estimators=((2, "basic", False),), neurons=[0, 1], **k),
+        dict(seed=0), {"n_samples": 50, "n_starts": 2}),
     "image_dataset": (loaders.image_dataset, dict(seed=0), {"n_train": 6, "n_test": 2}),
     "text8_onehot_sequences": (lambda **k: loaders.text8_onehot_sequences(TEXT, **k),
                                dict(seed=0), {"n_train": 3, "n_test": 2, "length": 3}),
