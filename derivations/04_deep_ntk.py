@@ -145,7 +145,8 @@ def _kernel_convergence(section, quick):
         cells = []
         for L in depths:
             K = spectra.ntk_matrix(X, L)[off]
-            cells.append(f"{np.abs(K - 0.25).max():.3g} / {L * (K.mean() - 0.25) - A * np.log(L):.3f}")
+            scaled = L * (K.mean() - 0.25) - A * np.log(L)
+            cells.append(f"{np.abs(K - 0.25).max():.3g} / {scaled:.3f}")
         rows.append([name, str(len(X)), f"{rho.max():.3f}"] + cells)
     section.text(f"### Kernel convergence on data ($n = {n}$ points per set)")
     section.text("Off-diagonal entries of the normalized NTK Gram matrix: the largest "
