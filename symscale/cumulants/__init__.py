@@ -38,3 +38,8 @@ from .importance import (ImportanceSamplingError, ImportanceSamplingWarning, Imp
 
 __all__ += ["ImportanceTail", "ImportanceSamplingWarning", "ImportanceSamplingError",
             "tail_probability_is", "TailComparison", "compare_tail_estimators"]
+from .distill import (DistillResult, GradEstimate, LearningCurve, as_parameters, distill,
+                      estimate_with_grad, teacher_statistics, train_student)
+
+__all__ += ["GradEstimate", "estimate_with_grad", "as_parameters", "teacher_statistics",
+            "LearningCurve", "train_student", "DistillResult", "distill"]

@@ -370,6 +370,12 @@ def nonlinear_step(z: Cumulants, activation, tracking: Tracking, *, bias_shift=N
     xp = namespace(mean)
     if xp is not np:  # the table is O(n) per layer: computed on the host, used on the device
         w = like(w, mean)
+        if any(getattr(a, "requires_grad", False) for a in (mean, *z.arrays())):
+            # torch autograd: the table's derivatives in the mean and variance are its own
+            # entries at k + 1 and k + 2 (see symscale.cumulants.distill)
+            from .distill import _wick_with_grad
+
+            w = _wick_with_grad(w, activation, mean, z.variances(), host, var)
     z_eff = z if bias_shift is None else Cumulants(mean, z.full, z.slices)
     cache: dict = {}
     out = Cumulants(np.zeros(host.shape) if xp is np else xp.zeros(mean.shape, dtype=mean.dtype,

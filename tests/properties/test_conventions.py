@@ -192,6 +192,13 @@ RECIPES = {
     "compare_tail_estimators": (lambda **k: cumulants.compare_tail_estimators(
         _mlp(), levels=(1e-2,), estimators=((2, "basic", False),), neurons=[0, 1], **k),
         dict(seed=0), {"n_samples": 50, "n_starts": 2}),
+    "teacher_statistics": (lambda **k: cumulants.teacher_statistics(_mlp(), **k), dict(seed=0),
+                           {"n_samples": 64, "chunk": 32}),
+    "train_student": (lambda **k: cumulants.train_student(_mlp(), np.zeros(4), method="sgd",
+                                                          flops_budget=20_000, **k),
+                      dict(seed=0), {"batch": 8, "n_checkpoints": 2, "n_eval": 128}),
+    "distill": (lambda **k: cumulants.distill(_mlp(), flops_budget=20_000, **k), dict(seed=0),
+                {"batch": 8, "n_checkpoints": 2, "n_target": 256, "n_eval": 128}),
     "image_dataset": (loaders.image_dataset, dict(seed=0), {"n_train": 6, "n_test": 2}),
     "text8_onehot_sequences": (lambda **k: loaders.text8_onehot_sequences(TEXT, **k),
                                dict(seed=0), {"n_train": 3, "n_test": 2, "length": 3}),
