@@ -1,27 +1,18 @@
 """The deep NTK derivation's kernel-convergence table on data: bundled sets by default, MNIST
 and text8 from local files when the environment points to them."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from symscale.loaders import write_idx
-from symscale.report import Report
+from symscale.report import Report, _load
 
 DERIVATION = Path(__file__).resolve().parents[2] / "derivations" / "04_deep_ntk.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("_test_04_kernel_data", DERIVATION)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    return _load(DERIVATION)  # the loader reproduce() uses
 
 
 def _mnist_folder(folder, rng):

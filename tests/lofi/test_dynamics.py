@@ -12,17 +12,6 @@ from symscale.lofi import HierarchicalTeacher
 from symscale.lofi import dynamics as dy
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """Small matrix products: extra BLAS threads only contend on a loaded machine."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: installed with scikit-learn (test extra)
-        yield
-        return
-    with threadpool_limits(1):
-        yield
-
 
 @pytest.fixture(scope="module")
 def teacher():

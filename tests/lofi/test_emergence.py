@@ -10,17 +10,6 @@ from symscale.lofi import emergence as em
 from symscale.lofi import teacher as tt
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """Many small eigenproblems: extra BLAS threads only contend on a loaded machine."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: installed with scikit-learn (test extra)
-        yield
-        return
-    with threadpool_limits(1):
-        yield
-
 # --- bulk edge and BBP: the note's tables -----------------------------------------------------
 
 @pytest.mark.parametrize("D, n, measured", [(50, 2000, 0.326), (100, 2000, 0.451),

@@ -11,17 +11,6 @@ from symscale.lofi import HierarchicalTeacher
 from symscale.lofi import hierarchy as hi
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """Many small products and eigenproblems: extra BLAS threads only contend."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: installed with scikit-learn (test extra)
-        yield
-        return
-    with threadpool_limits(1):
-        yield
-
 
 # --- the kernel block overlap: formula against the explicit Hermite-2 features ---------------
 
