@@ -83,7 +83,6 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -95,6 +94,7 @@ from ..activations import Activation, as_activation
 from ..display import ResultDisplay
 from ..validation import check_array, check_bool, check_choice, check_int, check_real, \
     check_random_state
+from ..linalg import single_blas_thread
 from .algorithm import spectral_filter
 
 __all__ = ["GDFeatures", "GDSweep", "LinearizedUpdate", "gd_features", "gd_sweep",
@@ -374,21 +374,6 @@ def linearized_update(X, y, W0, a0, times, *, lr=None, activation="logcosh",
 
 
 # -- the simulation -------------------------------------------------------------------------------
-_THREADED_WORK = 5e7  # multiply-adds per product above which BLAS threads pay off
-
-
-def _blas_threads(work: float):
-    """One BLAS thread for small products: on two cores the default pools made a 300-step run
-    3.6x slower (5.6 s against 1.5 s at n = 2000, width 100, d = 20), spinning between steps."""
-    if work >= _THREADED_WORK:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # installed with scikit-learn; without it, the default pools
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
-
-
 @dataclass(frozen=True)
 class GDFeatures(ResultDisplay):
     """Result of :func:`gd_features` (arrays over the T recorded steps).
@@ -578,7 +563,7 @@ def gd_features(X, y, width=200, *, init_scale: float = 1e-3, weight_scales=(1.0
             linear = _linearized(X, y_tilde, W0, a, act, lr * np.array(record, float), lr)[2]
     rows = []
     work = n * max(widths) * max(d, max(widths))
-    with np.errstate(over="ignore", invalid="ignore"), _blas_threads(work):
+    with np.errstate(over="ignore", invalid="ignore"), single_blas_thread(work):
         for step in range(1, steps + 1):
             f, G, H = _forward(X, weights, a, act)
             r, value = _residual(f, y, loss)

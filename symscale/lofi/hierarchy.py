@@ -50,7 +50,6 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ import numpy as np
 
 from ..activations import as_activation
 from ..display import ResultDisplay
+from ..linalg import single_blas_thread
 from ..metrics.rates import fit_loglog_slope
 from ..validation import (check_array, check_bool, check_choice, check_int, check_real,
                           check_seed, seed_int)
@@ -72,17 +72,6 @@ __all__ = ["CompositionalGap", "EmergenceExponent", "GapStats", "compositional_g
 
 REPRESENTATIONS = ("input", "kernel")
 _CHUNK = 16384  # samples per block when accumulating C: bounds memory at large n
-
-
-def _single_blas_thread():
-    """One BLAS thread: the work is many small products and eigenproblems (d <= a few
-    hundred, P = 500), where idle pool threads spinning on two busy cores cost 6x (docs
-    example: 39 s against 6 s)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # installed with scikit-learn; without it, the default pools
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _frozen(a) -> np.ndarray:
@@ -293,7 +282,7 @@ def emergence_exponent(ds, degree: int, representation: str = "input", *,
     n_mc = check_int(n_mc, "n_mc", low=2)
     feature = degree - 1
     rho, d_eff, n_star, se_log, n_pred = (np.empty(ds.size) for _ in range(5))
-    with _single_blas_thread():
+    with single_blas_thread():
         for a, d in enumerate(ds):
             teacher = HierarchicalTeacher(int(d), ("linear", "quadratic"), noise=noise,
                                           seed=teacher_seed, n_mc=n_mc)
@@ -515,7 +504,7 @@ def compositional_gap(ns, seeds: Sequence[int] = range(6), *,
     target = S_test[:, feature]
     acc = np.empty((ns.size, len(seeds), 2))
     r2 = np.empty_like(acc)
-    with _single_blas_thread():
+    with single_blas_thread():
         for a, n in enumerate(ns):
             for b, s in enumerate(seeds):
                 X, y = teacher.sample(int(n), seed=np.random.default_rng([s, int(n)]))
