@@ -185,6 +185,9 @@ RECIPES = {
     "projection_scaling": (lambda **k: deep_ntk.projection_scaling([6, 8, 10], **k),
                            dict(seed=0, n_boot=5), {"d": 3, "repeats": 2, "n_test": 3,
                                                     "n_boot": 5}),
+    "measure_gram_drift": (lambda **k: deep_ntk.measure_gram_drift(X4, Y8[:4], X4[:2], [0.5],
+                                                                   **k), dict(seed=0),
+                           {"width": 8, "n_networks": 3, "depth": 2}),
     "stopping_grid": (lambda **k: deep_ntk.stopping_grid([6, 8, 10], depths=[2], **k), dict(seed=0),
                       {"d": 3, "n_test": 4}),
     "tail_probability_is": (lambda **k: cumulants.tail_probability_is(

@@ -1,0 +1,418 @@
+r"""Proposition 4 under our reading: the drift of the unnormalized hidden Gram matrix.
+
+Note 04 §5 (the paper's formula is not available): each hidden neuron of a wide network in the
+NTK parameterization moves by :math:`O(n^{-1/2})` under gradient flow, but the *unnormalized*
+inner product :math:`Q_t(x,x')=\langle h_t(x),h_t(x')\rangle=\sum_i h_{t,i}(x)h_{t,i}(x')` of
+the last hidden layer changes by :math:`O(1)`: a mean-zero Gaussian part and a deterministic
+part. This module derives the deterministic part in closed form for one hidden layer,
+
+.. math:: D_t(x,x') = \lim_{n\to\infty}\mathbb E\,[Q_t(x,x')-Q_0(x,x')],
+
+and measures it on trained networks of any depth (:func:`measure_gram_drift`).
+
+**Setting** (:class:`symscale.training.NTKMLP`): :math:`g_i(x)=\sigma_w u_i^\top x/\sqrt d`,
+:math:`h_i=\mathrm{relu}(g_i)`, :math:`f=n^{-1/2}\sum_i w_ih_i`, all parameters
+:math:`\mathcal N(0,1)`, gradient flow on :math:`\tfrac12\sum_j(f(x_j)-y_j)^2` (GD with step
+:math:`\eta` runs to time :math:`t=\eta k`). Write :math:`c_{ab}=\sigma_w^2x_a^\top x_b/d` for
+the input kernel, :math:`g\sim\mathcal N(0,c)` on every input at once, :math:`s=\mathbb 1_{g>0}`,
+:math:`K_0=\mathbb E[h h^\top]` and :math:`\Theta=K_0+\mathbb E[ss^\top]\odot c` on the
+training inputs (the NNGP and NTK Grams).
+
+**Derivation.** Along the flow, exactly,
+:math:`\dot Q=-\sum_j r_j B_j` with residuals :math:`r` and
+:math:`B_j=n^{-1/2}\sum_iw_i\varphi_{ij}`,
+:math:`\varphi_{ij}=s_i(x_j)\big[s_i(x)h_i(x')c_{xj}+h_i(x)s_i(x')c_{x'j}\big]`. As
+:math:`n\to\infty`, :math:`r_t=e^{-\Theta t}r_0` with :math:`\mathbb E[r_0r_0^\top]=K_0+yy^\top`,
+:math:`B(0)` is Gaussian and correlated with :math:`f_0` through
+:math:`C_{lj}=\mathbb E[h(x_l)\varphi_j]`, and :math:`B` drifts deterministically,
+:math:`B_t-B_0=-Ma_t` with :math:`a_t=\int_0^tr`. :math:`M_{jk}` collects the readout's move
+(:math:`C_{kj}`), the move of :math:`h(x),h(x')` (:math:`\mathbb E[s_js_ks_xs_{x'}]` terms) and
+the neurons whose kinks cross an input (delta terms, :math:`\mathbb E[\delta(g_a)\cdots]`; a
+step at its own kink counts :math:`\tfrac12`). Then
+
+.. math:: \mathbb E\,\dot Q_t=-\operatorname{tr}\big(e^{-\Theta t}C\big)
+          +\sum_{jk}M_{jk}\big[e^{-\Theta t}(K_0+yy^\top)\,\Theta^{-1}(I-e^{-\Theta t})\big]_{jk},
+
+integrated in closed form in the eigenbasis of :math:`\Theta`. Every entry of :math:`C` and
+:math:`M` is a Gaussian expectation of ReLU, step and delta factors at up to four inputs,
+evaluated exactly by :func:`symscale.expectations.relu_product_expectation` (no sampling). The
+initial rate :math:`\mathbb E\dot Q_0=-\operatorname{tr}C` holds at *every* width (the
+expectation over the readout is exact), so it is tested at finite width.
+
+**What it says.** :math:`D_t` is not zero for one hidden layer: on the sphere examples of the
+docs it reaches 0.19 (wide networks: 0.194 ± 0.021, 600 networks of width 4096). The reading "the
+Gram matrix is constant for one hidden layer and not from two" therefore fails for the
+unnormalized product; for the :math:`1/n`-normalized one (the NNGP) the drift is
+:math:`D_t/n\to0` at every depth. Two hidden layers drift too (measured, docs/deep_ntk.md).
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.deep_ntk import gram_drift
+>>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
+>>> Y = np.array([1.0, -1.0, 0.5])
+>>> D = gram_drift(X, Y, X[:2], t=[0.0, 1.0, np.inf])
+>>> D.drift.shape, float(D.drift[0, 0, 1])
+((3, 2, 2), 0.0)
+>>> bool(np.isclose(D.drift[-1], D.limit).all())
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+
+from ..display import ResultDisplay
+from ..expectations.orthant import _expect
+from ..validation import check_array, check_int, check_real, seed_sequence
+
+__all__ = ["GramDrift", "gram_drift", "MeasuredGramDrift", "measure_gram_drift"]
+
+_MAX_TERMS = 500_000  # Gaussian expectations one call may evaluate (~10 s)
+_MAX_WORK = 5e12  # multiply-adds one measurement may spend (networks x steps x layer work)
+
+
+@dataclass(frozen=True, eq=False)
+class GramDrift(ResultDisplay):
+    """The infinite-width mean drift of ``<h_t(x), h_t(x')>`` (one hidden ReLU layer).
+
+    Attributes
+    ----------
+    t : ndarray, shape (T,)
+        Gradient-flow times.
+    drift : ndarray, shape (T, E, E)
+        ``D_t(x_a, x_b) = lim E[Q_t - Q_0]`` on the evaluation inputs.
+    rate : ndarray, shape (E, E)
+        ``dD_t/dt`` at ``t = 0`` (``-tr C``; exact at every width).
+    limit : ndarray, shape (E, E)
+        ``D_t`` as ``t -> inf`` (the trained network).
+    ntk_eigenvalues : ndarray, shape (N,)
+        Eigenvalues of the infinite-width NTK Gram on the training inputs.
+    """
+
+    t: np.ndarray
+    drift: np.ndarray
+    rate: np.ndarray
+    limit: np.ndarray
+    ntk_eigenvalues: np.ndarray
+
+    def normalized(self, width: int) -> np.ndarray:
+        """The drift of the ``1/width``-normalized Gram matrix, ``drift / width``."""
+        return self.drift / check_int(width, "width", low=1)
+
+
+def _inputs(X, Y, X_eval, weight_var):
+    X = check_array(X, "X", ndim=2)
+    Y = check_array(Y, "Y", ndim=1)
+    X_eval = check_array(X_eval, "X_eval", ndim=2)
+    if Y.shape[0] != X.shape[0]:
+        raise ValueError(f"Y must have one target per row of X ({X.shape[0]}), got {Y.shape[0]}")
+    if X_eval.shape[1] != X.shape[1]:
+        raise ValueError(f"X_eval must have X's {X.shape[1]} columns, got {X_eval.shape[1]}")
+    if X.shape[0] == 0 or X_eval.shape[0] == 0:
+        raise ValueError("X and X_eval need at least one row each")
+    weight_var = check_real(weight_var, "weight_var", low=0.0, low_open=True)
+    for name, A in (("X", X), ("X_eval", X_eval)):
+        zero = np.flatnonzero(~np.any(A != 0, axis=1))
+        if zero.size:
+            raise ValueError(f"{name}[{zero[0]}] is the zero vector (its hidden layer is 0)")
+    return X, Y, X_eval, weight_var
+
+
+def _points(X, X_eval):
+    """One list of distinct inputs; indices of the training and eval rows into it."""
+    P, index = np.unique(np.vstack([X, X_eval]), axis=0, return_inverse=True)
+    index = index.ravel()
+    norms = np.linalg.norm(P, axis=1)
+    cos = (P @ P.T) / np.outer(norms, norms)
+    np.fill_diagonal(cos, 0.0)
+    if P.shape[0] > 1 and np.abs(cos).max() >= 1 - 1e-12:
+        a, b = np.unravel_index(np.abs(cos).argmax(), cos.shape)
+        raise ValueError(f"inputs {P[a]} and {P[b]} are (anti)parallel but not equal; "
+                         "their kinks coincide (pass equal rows, or separate them)")
+    return P, index[:X.shape[0]], index[X.shape[0]:]
+
+
+_MERGE = {("step", "step"): (1.0, "step"), ("relu", "step"): (1.0, "relu"),
+          ("relu", "relu"): (1.0, "relu2"), ("delta", "step"): (0.5, "delta"),
+          ("delta", "relu"): (0.0, "delta"), ("relu2", "step"): (1.0, "relu2"),
+          ("delta", "relu2"): (0.0, "delta")}
+
+
+def _canonical(points, kinds):
+    """Merge factors on a repeated input: ``(coefficient, points, kinds)``."""
+    at = {}
+    for p, k in zip(points, kinds):
+        at.setdefault(p, []).append(k)
+    coef, out_p, out_k = 1.0, [], []
+    for p, ks in at.items():
+        def merge(a, b):
+            c, k = _MERGE[tuple(sorted((a[1], b)))]
+            return a[0] * c, k
+        c, k = reduce(merge, ks[1:], (1.0, ks[0]))
+        coef *= c
+        out_p.append(p)
+        out_k.append(k)
+    return coef, tuple(out_p), tuple(out_k)
+
+
+def _expectations(c, rows, kinds):
+    """``E[prod f_kind(g_point)]`` for every row of point indices (same kinds), exactly."""
+    rows = np.asarray(rows)
+    out = np.zeros(rows.shape[0])
+    groups = {}
+    for r, pts in enumerate(rows):
+        coef, p, k = _canonical(tuple(pts.tolist()), kinds)
+        if coef != 0.0:
+            groups.setdefault(k, []).append((r, coef, p))
+    for k, items in groups.items():
+        idx = np.array([p for _, _, p in items])
+        K = c[idx[:, :, None], idx[:, None, :]]
+        vals = _expect(K, k)
+        for (r, coef, _), v in zip(items, vals):
+            out[r] = coef * v
+    return out
+
+
+def _grid(a, b):
+    """All (a_i, b_j) index pairs as rows, C order."""
+    return np.stack(np.meshgrid(a, b, indexing="ij"), -1).reshape(-1, 2)
+
+
+def _pair_matrices(c, tr, x, xp):
+    """``C`` (N, N) and ``M`` (N, N) of the module notes for one eval pair ``(x, x')``."""
+    N = len(tr)
+    jk = _grid(tr, tr)
+    j, k = jk[:, 0], jk[:, 1]
+    col = lambda v: np.full(len(jk), v)  # noqa: E731 - a column of one input
+    cx, cxp = c[x, tr], c[xp, tr]
+
+    def E(points, kinds):
+        return _expectations(c, np.stack(points, 1), kinds).reshape(N, N)
+
+    # C[l, j] = E[h_l s_j s_x h_x'] c_xj + E[h_l s_j h_x s_x'] c_x'j   (rows l = first index)
+    C = (E((j, k, col(x), col(xp)), ("relu", "step", "step", "relu")) * cx[None, :]
+         + E((j, k, col(x), col(xp)), ("relu", "step", "relu", "step")) * cxp[None, :])
+    ckk = c[np.ix_(tr, tr)]
+    O = E((j, k, col(x), col(xp)), ("step",) * 4)
+    M = C.T + O * (cx[:, None] * cxp[None, :] + cxp[:, None] * cx[None, :])
+    # kinks crossing x_j (delta_j, s_k from the gradient at x_k), and crossing x or x'
+    M += (E((j, k, col(x), col(xp)), ("delta", "step", "step", "relu")) * cx[:, None]
+          + E((j, k, col(x), col(xp)), ("delta", "step", "relu", "step")) * cxp[:, None]) * ckk
+    M += (E((j, col(x), k, col(xp)), ("step", "delta", "step", "relu"))
+          * cx[None, :] * cx[:, None]
+          + E((j, col(x), k, col(xp)), ("step", "relu", "step", "delta"))
+          * cxp[None, :] * cxp[:, None])
+    return C, M
+
+
+def _phi1(lam, t):
+    """``(1 - exp(-lam t)) / lam`` (``1/lam`` at ``t = inf``)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isinf(t), 1 / lam, -np.expm1(-lam * t) / lam)
+
+
+def _h(la, lb, t):
+    """``int_0^t exp(-la s) (1 - exp(-lb s)) / lb ds``, with its series where lb t is small."""
+    if np.isinf(t):
+        return 1 / (la * (la + lb))
+    exact = (_phi1(la, t) - _phi1(la + lb, t)) / lb
+    series = t * t / 2 - (2 * la + lb) * t ** 3 / 6 + (3 * la * la + 3 * la * lb + lb * lb) * t ** 4 / 24
+    return np.where((la + lb) * t < 1e-3, series, exact)
+
+
+def gram_drift(X, Y, X_eval, t, *, weight_var=2.0) -> GramDrift:
+    r"""Infinite-width mean drift of the unnormalized hidden Gram matrix, one ReLU layer.
+
+    Closed form of :math:`D_t(x,x')=\lim_n\mathbb E[\langle h_t(x),h_t(x')\rangle-\langle
+    h_0(x),h_0(x')\rangle]` under gradient flow on the squared loss (module notes; the network
+    of :class:`symscale.training.NTKMLP` with one hidden layer).
+
+    Parameters
+    ----------
+    X : array_like, shape (N, d)
+        Training inputs (nonzero rows; equal rows are one input).
+    Y : array_like, shape (N,)
+        Targets.
+    X_eval : array_like, shape (E, d)
+        Inputs whose Gram entries are followed (may repeat training rows).
+    t : float or array_like of float
+        Times ``>= 0`` (``inf`` allowed: the trained network). GD with step ``lr`` reaches
+        ``t = lr * steps``.
+    weight_var : float, keyword-only
+        Hidden-layer variance ``sigma_w^2`` (default 2, as in ``NTKMLP``).
+
+    Returns
+    -------
+    GramDrift
+
+    Raises
+    ------
+    TypeError
+        Non-numeric arrays or ``weight_var``.
+    ValueError
+        Shapes, non-finite entries, a zero input, (anti)parallel distinct inputs, negative or
+        NaN times, a singular NTK Gram (named), or more than 5e5 Gaussian expectations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
+    >>> D = gram_drift(X, [1.0, -1.0, 0.5], X[:1], t=[0.0, 1e-6])
+    >>> bool(np.isclose(D.drift[1, 0, 0] / 1e-6, D.rate[0, 0], rtol=1e-5))
+    True
+    >>> gram_drift(X, [1.0, 0.0], X, t=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: Y must have one target per row of X (3), got 2
+    """
+    X, Y, X_eval, weight_var = _inputs(X, Y, X_eval, weight_var)
+    t = np.atleast_1d(check_array(t, "t", finite=False)).astype(float)
+    if t.ndim != 1 or np.any(np.isnan(t)) or np.any(t < 0):
+        raise ValueError(f"t must be times >= 0 (inf allowed), got {t}")
+    P, tr, ev = _points(X, X_eval)
+    N, E = len(tr), len(ev)
+    pairs = [(a, b) for a in range(E) for b in range(a, E)]
+    if 7 * N * N * len(pairs) > _MAX_TERMS:
+        raise ValueError(f"N = {N} training and E = {E} eval inputs need "
+                         f"{7 * N * N * len(pairs):.3g} Gaussian expectations (limit "
+                         f"{_MAX_TERMS:.0e}); use fewer inputs")
+    c = weight_var * (P @ P.T) / P.shape[1]
+    tt = _grid(tr, tr)
+    K0 = _expectations(c, tt, ("relu", "relu")).reshape(N, N)
+    theta = K0 + _expectations(c, tt, ("step", "step")).reshape(N, N) * c[np.ix_(tr, tr)]
+    lam, U = np.linalg.eigh(theta)
+    if lam[0] <= 1e-12 * lam[-1]:
+        raise ValueError(f"the NTK Gram of X is singular (eigenvalue {lam[0]:.3g}): X has "
+                         "repeated training rows with different targets or is degenerate")
+    St = U.T @ (K0 + np.outer(Y, Y)) @ U
+    times = np.append(t, np.inf)  # the last row is the limit
+    drift = np.zeros((len(times), E, E))
+    rate = np.zeros((E, E))
+    for a, b in pairs:
+        C, M = _pair_matrices(c, tr, ev[a], ev[b])
+        Ct, Mt = U.T @ C @ U, U.T @ M @ U
+        rate[a, b] = rate[b, a] = -np.trace(C)
+        for i, s in enumerate(times):
+            first = -np.sum(_phi1(lam, s) * np.diagonal(Ct))
+            G = St * _h(lam[:, None], lam[None, :], s)
+            drift[i, a, b] = drift[i, b, a] = first + np.sum(Mt * G)
+    return GramDrift(t, drift[:-1], rate, drift[-1], lam)
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredGramDrift(ResultDisplay):
+    """``<h_t(x), h_t(x')> - <h_0(x), h_0(x')>`` over trained networks: mean and standard error.
+
+    Attributes
+    ----------
+    t : ndarray, shape (T,)
+        Times ``lr * steps`` reached.
+    mean, se : ndarray, shape (T, E, E)
+        Mean over networks and its standard error.
+    depth, width, n_networks : int
+        The networks measured.
+    lr : float
+        GD step.
+    """
+
+    t: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    depth: int
+    width: int
+    n_networks: int
+    lr: float
+
+    def z(self, prediction) -> np.ndarray:
+        """``(mean - prediction) / se`` entrywise (``prediction`` of shape (T, E, E))."""
+        prediction = np.asarray(getattr(prediction, "drift", prediction), dtype=float)
+        if prediction.shape != self.mean.shape:
+            raise ValueError(f"prediction must have shape {self.mean.shape}, got "
+                             f"{prediction.shape}")
+        return (self.mean - prediction) / self.se
+
+    def significance(self) -> np.ndarray:
+        """``|mean| / se``: how many standard errors each entry moved."""
+        return np.abs(self.mean) / self.se
+
+
+def measure_gram_drift(X, Y, X_eval, t, *, depth=1, width=1024, n_networks=100, lr=0.1,
+                       weight_var=2.0, seed=0) -> MeasuredGramDrift:
+    """Train ``n_networks`` wide networks by GD and measure the drift of the hidden Gram matrix.
+
+    Each network is :meth:`symscale.training.NTKMLP.init` (``depth`` hidden ReLU layers of
+    ``width``) trained by :func:`symscale.training.train_gd` with step ``lr``; the recorded
+    unnormalized Gram ``<h_t(x), h_t(x')>`` of the last hidden layer on ``X_eval`` minus its
+    value at ``t = 0`` is averaged over the networks.
+
+    Parameters
+    ----------
+    X, Y, X_eval, weight_var
+        As in :func:`gram_drift`.
+    t : float or array_like of float
+        Times ``> 0``; each is reached at ``round(t / lr)`` steps (the times reached are
+        returned).
+    depth : int, keyword-only
+        Hidden layers (any; the closed form covers ``depth = 1``).
+    width : int
+        Hidden width.
+    n_networks : int
+        Networks averaged (>= 2, for a standard error).
+    lr : float
+        GD step (gradient flow as ``lr -> 0``).
+    seed : None, int, SeedSequence or Generator
+        One independent stream per network is spawned from it.
+
+    Returns
+    -------
+    MeasuredGramDrift
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`gram_drift`; also a time below ``lr / 2``, or more than 5e12 multiply-adds
+        of training (``n_networks * steps * N * width^2 * depth``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
+    >>> m = measure_gram_drift(X, [1.0, -1.0, 0.5], X[:2], t=[0.5, 1.0], width=64,
+    ...                        n_networks=4, lr=0.25)
+    >>> m.t.tolist(), m.mean.shape, bool(np.all(m.se > 0))
+    ([0.5, 1.0], (2, 2, 2), True)
+    """
+    from ..training import NTKMLP, train_gd
+
+    X, Y, X_eval, weight_var = _inputs(X, Y, X_eval, weight_var)
+    depth = check_int(depth, "depth", low=1)
+    width = check_int(width, "width", low=1)
+    n_networks = check_int(n_networks, "n_networks", low=2)
+    lr = check_real(lr, "lr", low=0.0, low_open=True)
+    t = np.atleast_1d(check_array(t, "t")).astype(float)
+    steps = np.rint(t / lr).astype(np.int64) if t.ndim == 1 else None
+    if steps is None or np.any(steps < 1):
+        raise ValueError(f"t must be a 1-D array of times >= lr / 2 = {lr / 2:.3g}, got {t}")
+    work = n_networks * int(steps.max()) * X.shape[0] * width * (width * (depth - 1) + X.shape[1])
+    if work > _MAX_WORK:
+        raise ValueError(f"the measurement needs ~{work:.2g} multiply-adds (limit "
+                         f"{_MAX_WORK:.0e}); lower n_networks, width or t / lr")
+    every = math.gcd(*steps.tolist())
+    streams = seed_sequence(seed).spawn(n_networks)
+    changes = []
+    for stream in streams:
+        model = NTKMLP.init(depth, width=width, d_in=X.shape[1], weight_var=weight_var,
+                            seed=stream)
+        run = train_gd(model, X, Y, lr=lr, steps=int(steps.max()), record_every=every,
+                       X_eval=X_eval)
+        inner = run.movement.inner
+        changes.append(inner[steps // every] - inner[0])
+    changes = np.array(changes)
+    return MeasuredGramDrift(steps * lr, changes.mean(0),
+                             changes.std(0, ddof=1) / math.sqrt(n_networks), depth, width,
+                             n_networks, lr)

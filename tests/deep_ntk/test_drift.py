@@ -1,0 +1,115 @@
+"""Proposition 4 under our reading: the closed-form Gram drift against trained networks."""
+
+import numpy as np
+import pytest
+
+from symscale.deep_ntk import gram_drift, measure_gram_drift
+
+
+def _data(n_train=8, n_eval=2, d=10, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def sphere(k):  # ||x||^2 = d / 2: unit-variance pre-activations for weight_var = 2
+        Z = rng.standard_normal((k, d))
+        return Z * np.sqrt(d / 2) / np.linalg.norm(Z, axis=1, keepdims=True)
+
+    X = sphere(n_train)
+    Y = rng.standard_normal(n_train)
+    return X, Y, np.vstack([X[:1], sphere(n_eval)])
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, Y, Xe = _data()
+    return X, Y, Xe, gram_drift(X, Y, Xe, [1.0, 3.0])
+
+
+def test_one_hidden_layer_matches_wide_networks_and_moves(data):
+    # gradient flow is approached with lr = 0.05 (at lr = 0.2 a discretization bias of
+    # ~0.02 shows at 2000 networks); width 4096 leaves the O(n^-1/2) bias below the SE
+    X, Y, Xe, D = data
+    m = measure_gram_drift(X, Y, Xe, D.t, width=4096, n_networks=400, lr=0.05, seed=1)
+    iu = np.triu_indices(len(Xe))
+    z = m.z(D)[:, iu[0], iu[1]]
+    assert np.abs(z).max() < 4, z
+    assert (z ** 2).mean() < 3, z
+    # the drift is not zero for one hidden layer: several entries move by > 5 SE
+    assert m.significance()[-1][iu].max() > 5
+
+
+def test_initial_rate_is_exact_at_finite_width(data):
+    # E dQ/dt at t = 0 is -tr C at every width: the readout expectation is exact
+    X, Y, Xe, D = data
+    lr = 1e-3
+    m = measure_gram_drift(X, Y, Xe, [lr], width=128, n_networks=400, lr=lr, seed=2)
+    iu = np.triu_indices(len(Xe))
+    z = ((m.mean[0] / lr - D.rate) / (m.se[0] / lr))[iu]
+    assert np.abs(z).max() < 4, z
+
+
+def test_two_hidden_layers_move_too(data):
+    X, Y, Xe, _ = data
+    m = measure_gram_drift(X, Y, Xe, [10.0], depth=2, width=512, n_networks=128, lr=0.2,
+                           seed=3)
+    assert m.significance()[0].max() > 5
+
+
+def test_closed_form_structure(data):
+    X, Y, Xe, D = data
+    full = gram_drift(X, Y, Xe, [0.0, 1e-7, 1.0, 3.0, 400.0])
+    assert np.all(full.drift[0] == 0)
+    assert np.allclose(full.drift[1] / 1e-7, D.rate, rtol=1e-5)
+    assert np.allclose(full.drift[2:4], D.drift, rtol=1e-13, atol=1e-15)
+    assert np.allclose(full.drift[-1], D.limit, rtol=1e-9, atol=1e-12)
+    assert np.allclose(full.drift, np.swapaxes(full.drift, 1, 2))
+    # quadratic in the targets plus a target-free part: Y -> -Y changes nothing
+    assert np.allclose(gram_drift(X, -Y, Xe, D.t).drift, D.drift, rtol=1e-12, atol=1e-14)
+    # the training set is a set: its order does not matter
+    p = np.random.default_rng(0).permutation(len(X))
+    assert np.allclose(gram_drift(X[p], Y[p], Xe, D.t).drift, D.drift, rtol=1e-10, atol=1e-13)
+    assert np.allclose(D.normalized(4096), D.drift / 4096)
+
+
+def test_series_and_exact_time_integrals_join():
+    # t crosses the (la + lb) t = 1e-3 switch of the small-time series without a jump
+    X, Y, Xe = _data(4, 1, d=5, seed=3)
+    lam = gram_drift(X, Y, Xe, 1.0).ntk_eigenvalues
+    t_switch = 1e-3 / (2 * lam.max())
+    D = gram_drift(X, Y, Xe, [t_switch * (1 - 1e-6), t_switch * (1 + 1e-6)])
+    assert np.allclose(D.drift[0], D.drift[1], rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(Y=np.zeros(3)), ValueError, "Y must have one target"),
+    (dict(X_eval=np.ones((1, 3))), ValueError, "X_eval must have"),
+    (dict(X_eval=np.zeros((1, 10))), ValueError, r"X_eval\[0\] is the zero vector"),
+    (dict(t=[-1.0]), ValueError, "t must be"),
+    (dict(t=[np.nan]), ValueError, "t must be"),
+    (dict(weight_var=0.0), ValueError, "weight_var"),
+    (dict(weight_var="2"), TypeError, "weight_var"),
+])
+def test_bad_input_is_named(kwargs, error, match):
+    X, Y, Xe = _data()
+    args = dict(X=X, Y=Y, X_eval=Xe, t=[1.0]) | kwargs
+    with pytest.raises(error, match=match):
+        gram_drift(**args)
+
+
+def test_parallel_inputs_and_work_limits_are_refused():
+    X, Y, Xe = _data()
+    with pytest.raises(ValueError, match="parallel"):
+        gram_drift(X, Y, 2 * X[:1], 1.0)
+    big = np.random.default_rng(0).standard_normal((200, 5))
+    with pytest.raises(ValueError, match="Gaussian expectations"):
+        gram_drift(big, np.zeros(200), big[:2], 1.0)
+    with pytest.raises(ValueError, match="t must be"):
+        measure_gram_drift(X, Y, Xe, [0.01], lr=0.1)
+    with pytest.raises(ValueError, match="n_networks"):
+        measure_gram_drift(X, Y, Xe, [1.0], n_networks=1)
+    with pytest.raises(ValueError, match="multiply-adds"):
+        measure_gram_drift(X, Y, Xe, [1e4], width=10**4, depth=3, n_networks=10**4)
+    with pytest.raises(TypeError, match="width"):
+        measure_gram_drift(X, Y, Xe, [1.0], width=True)
+    m = measure_gram_drift(X, Y, Xe, [1.0], width=16, n_networks=3, seed=0)
+    with pytest.raises(ValueError, match="prediction must have shape"):
+        m.z(np.zeros((2, 3, 3)))
