@@ -52,6 +52,7 @@ from .netsor.network import sample_network, width_names
 from .netsor.program import Program
 from .validation import check_array, check_int, check_real
 from .display import ResultDisplay
+from .linalg import single_blas_thread
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
            "linearized_movement", "model_ntk"]
@@ -414,7 +415,9 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     keep = len(times) * (X if X_eval is None else X_eval).shape[0] * work.widths[-1] * 8
     keep = keep < _FEATURE_BYTES
     h0, rows, losses, features = None, [], [], []
-    with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+    # many small products: one BLAS thread (default pools: 8x the CPU at depth 2, width 512)
+    product = X.shape[0] * max(W.size for W in work.weights)
+    with np.errstate(over="ignore", invalid="ignore"), single_blas_thread(product):
         for k in range(steps + 1):
             f, G, H = work._forward(X)
             r = f - Y
