@@ -24,13 +24,12 @@ import os
 import pickle
 import struct
 import zlib
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from .errors import UnsafePickleError
-from .validation import check_bool, check_choice, check_int, check_random_state
+from .validation import check_bool, check_choice, check_int, check_path, check_random_state
 
 __all__ = ["ImageSet", "UnsafePickleError", "read_idx", "write_idx", "load_mnist",
            "load_cifar10", "CIFAR10_CLASSES", "load_text8", "text8_onehot_sequences",
@@ -58,17 +57,8 @@ class ImageSet(NamedTuple):
 
 # --- paths -----------------------------------------------------------------------------------
 
-def _check_path(path, name):
-    """``path`` as a Path; TypeError naming ``name`` unless a str or os.PathLike (not bytes)."""
-    if isinstance(path, str) or (isinstance(path, os.PathLike)
-                                 and isinstance(os.fspath(path), str)):
-        return Path(path)
-    raise TypeError(f"{name} must be a str or os.PathLike path, got {type(path).__name__} "
-                    f"{path!r:.60}")
-
-
 def _existing_file(path, name):
-    p = _check_path(path, name)
+    p = check_path(path, name)
     if not p.exists():
         raise FileNotFoundError(f"{name}: no such file {str(p)!r}")
     if not p.is_file():
@@ -77,7 +67,7 @@ def _existing_file(path, name):
 
 
 def _existing_dir(path, name):
-    p = _check_path(path, name)
+    p = check_path(path, name)
     if not p.exists():
         raise FileNotFoundError(f"{name}: no such folder {str(p)!r} (nothing is downloaded)")
     if not p.is_dir():
@@ -202,7 +192,7 @@ def write_idx(file, array):
     b'\x00\x00\x08\x01\x00\x00\x00\x03\x07\x02\x01'
     >>> tmp.cleanup()
     """
-    p = _check_path(file, "file")
+    p = check_path(file, "file")
     if not isinstance(array, np.ndarray):
         raise TypeError(f"array must be a numpy array, got {type(array).__name__}")
     code = _IDX_CODES.get(array.dtype.newbyteorder("="))
@@ -494,7 +484,7 @@ def load_text8(path, max_chars=None):
     ' anarchism originate'
     >>> tmp.cleanup()
     """
-    p = _check_path(path, "path")
+    p = check_path(path, "path")
     if p.is_dir():
         p = p / "text8"
     p = _existing_file(p, "path")

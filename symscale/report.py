@@ -25,12 +25,12 @@ Examples
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import sys
 from pathlib import Path
 
 from .formula import CheckReport, Formula
+from .validation import check_path
 
 __all__ = ["Report", "Section", "reproduce", "find_derivations", "main", "MARKER", "lint_text",
            "lint_label", "lint_figure", "expected_seconds", "expected_time_line", "TIMINGS_ENV"]
@@ -540,12 +540,7 @@ def _check_out(out, *, force: bool = False, name: str = "out",
     earlier run, or (with ``force``) any folder. ``name`` and ``force_hint`` word the message for
     the caller (``--out`` / ``--force`` on the command line).
     """
-    if not isinstance(out, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a folder path, got {type(out).__name__}")
-    if not os.fspath(out):
-        # Path("") is the current folder: never write there by accident
-        raise ValueError(f"{name} must be a folder path, got an empty string")
-    path = Path(out)
+    path = check_path(out, name, what="folder path")  # never "" (the current folder)
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"{name} {path} exists and is not a folder; choose another path")
     if path.is_dir() and not force and not (path / MARKER).is_file() and any(path.iterdir()):

@@ -42,7 +42,8 @@ import numbers
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_seed",
-           "check_random_state", "seed_sequence", "seed_int", "check_array", "check_finite"]
+           "check_random_state", "seed_sequence", "seed_int", "check_array", "check_finite",
+           "check_path"]
 
 _SEED_TYPES = (np.random.SeedSequence, np.random.BitGenerator, np.random.Generator)
 
@@ -366,3 +367,37 @@ def _first(mask):
 def _at(idx) -> str:
     """`` at index ...`` for a message (nothing for a scalar)."""
     return "" if idx == () else f" at index {idx}"
+
+
+def check_path(path, name: str, *, what: str = "path", bytes_ok: bool = False):
+    """``path`` as a ``pathlib.Path``: a ``str`` or ``os.PathLike`` (bytes too with
+    ``bytes_ok``), never empty (``Path("")`` is the current folder, never meant).
+
+    ``what`` words the message (``"folder path"``, ``"file"``). Whether the path exists is the
+    caller's question (a loader needs a file, a report an absent or marked folder).
+
+    Examples
+    --------
+    >>> check_path("data/train.idx", "file").name
+    'train.idx'
+    >>> check_path(3, "file")
+    Traceback (most recent call last):
+    ...
+    TypeError: file must be a str or os.PathLike path, got int 3
+    >>> check_path("", "out", what="folder path")
+    Traceback (most recent call last):
+    ...
+    ValueError: out must be a folder path, got an empty string
+    """
+    import os
+    from pathlib import Path
+
+    raw = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+    if isinstance(raw, bytes) and bytes_ok:
+        raw = os.fsdecode(raw)
+    if not isinstance(raw, str):
+        raise TypeError(f"{name} must be a str or os.PathLike {what}, got "
+                        f"{type(path).__name__} {path!r:.60}")
+    if not raw:
+        raise ValueError(f"{name} must be a {what}, got an empty string")
+    return Path(raw)

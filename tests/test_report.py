@@ -520,7 +520,7 @@ def test_reproduce_bad_out_and_force_arguments(tmp_path, text_scripts, monkeypat
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="out must be a folder path"):
         reproduce("", derivations=text_scripts, progress=False)
-    with pytest.raises(TypeError, match="out must be a folder path"):
+    with pytest.raises(TypeError, match="out must be a str or os.PathLike folder path, got int 3"):
         reproduce(3, derivations=text_scripts, progress=False)
     with pytest.raises(TypeError, match="force"):
         reproduce(tmp_path / "o", derivations=text_scripts, progress=False, force="yes")

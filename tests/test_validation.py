@@ -299,3 +299,21 @@ def test_check_finite_names_the_first_bad_entry_and_raises_the_given_error():
         check_finite(a, "X")
     ok = np.ones(3)
     assert check_finite(ok, "x") is ok
+
+
+def test_check_path_accepts_paths_and_names_the_rest(tmp_path):
+    from pathlib import Path
+
+    from symscale.validation import check_path
+
+    assert check_path(tmp_path, "out") == tmp_path
+    assert check_path(str(tmp_path / "a"), "file") == tmp_path / "a"
+    assert check_path(b"/tmp/x", "cache_dir", bytes_ok=True) == Path("/tmp/x")
+    with pytest.raises(TypeError, match="cache_dir must be a str or os.PathLike path, got bytes"):
+        check_path(b"/tmp/x", "cache_dir")
+    for bad in (True, 3, None, ["a"]):
+        with pytest.raises(TypeError, match=f"file must be a str or os.PathLike path, got "
+                                            f"{type(bad).__name__}"):
+            check_path(bad, "file")
+    with pytest.raises(ValueError, match="out must be a folder path, got an empty string"):
+        check_path("", "out", what="folder path")

@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
+from ..validation import check_path
 
 __all__: list[str] = []  # all internal to ground_truth
 
@@ -222,10 +223,7 @@ def _load_cache(path: str, key: str, run: str, n_out: int, sizes: list,
 
 
 def _cache_directory(cache_dir) -> str:
-    if isinstance(cache_dir, bool) or not isinstance(cache_dir, (str, bytes, os.PathLike)):
-        raise TypeError(f"cache_dir must be a path (str or os.PathLike), got "
-                        f"{type(cache_dir).__name__}")
-    directory = os.fsdecode(os.fspath(cache_dir))
+    directory = str(check_path(cache_dir, "cache_dir", bytes_ok=True))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ValueError(f"cache_dir must be a directory, got the file {directory!r}")
     os.makedirs(directory, exist_ok=True)

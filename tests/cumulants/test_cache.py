@@ -267,7 +267,7 @@ def test_bad_cache_arguments(kwargs, error, match, tmp_path):
 
 
 def test_cache_dir_must_be_a_directory_path(tmp_path):
-    with pytest.raises(TypeError, match="cache_dir must be a path"):
+    with pytest.raises(TypeError, match="cache_dir must be a str or os.PathLike path, got int"):
         ground_truth(_net(), 10, cache_dir=3, progress=False)
     afile = tmp_path / "file"
     afile.write_text("x")
