@@ -307,34 +307,14 @@ def _run_dense(Ws, bs, acts, K, variant, covariance, bk):
 
 
 def _run_factored3(Ws, bs, acts, covariance, bk):
-    """:func:`~symscale.cumulants.factored.factored_k3_run` on tensors (the same steps)."""
-    from .factored import _TRACK, _TRACK_NO3, FactoredThird, _nonlinear, _t
-    from .nonlinear import nonlinear_step
+    """:func:`~symscale.cumulants.factored._factored_k3_steps` on tensors."""
+    from .factored import _factored_k3_steps
 
     L = len(Ws) - 1
-    c = Cumulants.standard_gaussian(Ws[0].shape[1], _TRACK)
-    del c.slices[3]
-    c = c.map(bk.asarray)
-    zero = bk.asarray(np.zeros((Ws[0].shape[1], 0)))
-    third = FactoredThird.paired(zero, zero)
-    V = scale = path = None
-    flops = 0
-    for layer, (W, b) in enumerate(zip(Ws, bs)):
-        mean_only = layer == L and not covariance
-        c, f = linear_step(c, W, b, _TRACK_NO3, mean_only=mean_only, coherent_only=True)
-        flops += f
-        if layer == L:
-            break
-        third, f = third.mapped(W, push=None if V is None else _t(V), scale=scale, extra=path)
-        flops += f
-        if layer == L - 1 and not covariance:
-            S3 = third.diagonal()
-            zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
-            c, f = nonlinear_step(zc, acts[layer], _TRACK, mean_only=True, layer=layer + 1)
-            f += 3 * math.prod(S3.shape) * third.rank
-        else:
-            c, (scale, path), V, f = _nonlinear(c, third, acts[layer], layer + 1)
-        flops += f
+    steps = ((layer, W, b, layer == L, layer == L and not covariance)
+             for layer, (W, b) in enumerate(zip(Ws, bs)))
+    c, flops, _ = _factored_k3_steps(steps, Ws[0].shape[1], acts, L, bk.asarray,
+                                    keep_output_cov=covariance)
     return c.mean, (c.full[2] if covariance else None), flops
 
 

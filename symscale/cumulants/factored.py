@@ -307,8 +307,23 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     lead = () if net is mlp else (len(net),)
-    L = mlp.depth
-    n_in = mlp.input_dim
+    c, flops, layers = _factored_k3_steps(
+        _affine_layers(net, stop, keep_last, move), mlp.input_dim, mlp.activations, mlp.depth,
+        move, lead=lead, keep_last=keep_last, host=host if keep_layers else None)
+    return to_numpy(c.mean), flops, layers
+
+
+def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=(),
+                      keep_last: bool = False, keep_output_cov: bool = False, host=None):
+    """The factored K=3 layer loop over prepared ``(layer, W, b, last, mean_only)`` steps.
+
+    ``W, b`` are already arrays of the backend (numpy, torch or jax; a torch graph stays
+    differentiable: :func:`symscale.cumulants.estimate_with_grad` runs this loop on tensors).
+    ``keep_last`` maps the third cumulant through the last step and exposes its slices (for a
+    nonlinear step that follows); ``keep_output_cov`` keeps the output covariance only; ``host``
+    (a mover) records each layer's cumulants. Returns ``(cumulants, flops, layers)``.
+    """
+    full_output = keep_last or keep_output_cov
     c = Cumulants.standard_gaussian(n_in, _TRACK, lead[0] if lead else None)
     del c.slices[3]
     c = c.map(move)
@@ -317,10 +332,10 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     V = scale = path = None
     flops = 0
     layers = []
-    for layer, W, b, last, mean_only in _affine_layers(net, stop, keep_last, move):
+    for layer, W, b, last, mean_only in steps:
         c, f = linear_step(c, W, b, _TRACK_NO3, mean_only=mean_only, coherent_only=True)
         flops += f
-        if not mean_only:
+        if not mean_only and (keep_last or not (last and keep_output_cov)):
             # the previous nonlinear step's kappa_3 (scaled third + path), then
             # Sym(sum_i W e_i (x) W e_i (x) W v_i): the repeated-neuron correction
             third, f = third.mapped(W, push=None if V is None else _t(V), scale=scale,
@@ -328,26 +343,26 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
             flops += f
         if last:
             break
-        if keep_layers:
+        if host is not None:
             layers.append(c.map(host))
-        if layer == L - 1 and not keep_last:
+        if layer == depth - 1 and not full_output:
             # before a mean-only output step only the mean of the activations is needed
             S3 = third.diagonal()
             zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
-            c, f = nonlinear_step(zc, mlp.activations[layer], _TRACK, mean_only=True,
+            c, f = nonlinear_step(zc, activations[layer], _TRACK, mean_only=True,
                                   layer=layer + 1)
             f += 3 * math.prod(S3.shape) * third.rank
         else:
-            c, (scale, path), V, f = _nonlinear(c, third, mlp.activations[layer], layer + 1)
+            c, (scale, path), V, f = _nonlinear(c, third, activations[layer], layer + 1)
         flops += f
     if keep_last:
         # expose the third cumulant's slices so that a nonlinear step can follow (tails)
         S21, S3, f = third.slices()
         flops += f
         c.slices[3] = {(2, 1): S21, (3,): S3}
-        if keep_layers:
+        if host is not None:
             layers.append(c.map(host))
-    return to_numpy(c.mean), flops, layers
+    return c, flops, layers
 
 
 _TRACK_NO3 = Tracking(full=(1, 2), slices=((4, ((2, 2), (4,))),), cap=3)

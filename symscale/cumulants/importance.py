@@ -4,7 +4,7 @@ r"""Importance-sampling ground truth for tail probabilities :math:`P(z_i > \thet
 Plain Monte Carlo sees no hit when :math:`P(z_i>\theta)\ll 1/N`. :func:`tail_probability_is`
 draws the input from a proposal :math:`q=\sum_k\pi_k N(\mu_k,\Sigma_k)` centred on the
 *dominating points* of the event (the local minima of :math:`|x|` on
-:math:`\{z_i(x)\ge\theta\}`, found by a deterministic search with hand-written gradients) and
+:math:`\{z_i(x)\ge\theta\}`, found by the search of :mod:`~symscale.cumulants.dominating`) and
 weights each hit by :math:`w=\varphi/q` in log space (for a positively homogeneous network it
 also integrates each ray exactly): unbiased for every proposal, which only sets the variance.
 :func:`compare_tail_estimators` measures the cumulant estimator
@@ -39,8 +39,9 @@ from ..display import ResultDisplay
 from ..errors import SymscaleError, SymscaleWarning
 from ..validation import (check_array, check_choice, check_int, check_real, check_seed,
                           seed_sequence)
-from .network import RandomMLP, _check_mlp
+from .network import _check_mlp
 from .nonlinear import nonlinear_step
+from .dominating import _curvature, _dominating_points, _flops, _value
 from .propagate import _check_estimator, propagate
 from .sampling import _merge
 from .state import Tracking
@@ -55,10 +56,6 @@ __all__ = [
 ]
 
 _BATCH = 2 ** 14          # the batch of monte_carlo: the same Gaussian stream for a seed
-_R_MAX = 38.0             # P(|X| > 38) < 1e-300 for d <= 1000: the search stops there
-_SEARCH_SEED = 20240518   # the search does not depend on the user's seed
-_DELTA = 0.3              # finite-difference step of the curvature (the proposal's scale)
-_A_CLIP = (0.2, 50.0)     # curvature eigenvalues kept: proposal sd between 0.14 and 2.2
 _SHIFT_SHARE = 0.1        # of each curvature arm on N(mu_k, I): the weight is <= 10 w_shift
 
 
@@ -123,156 +120,6 @@ class ImportanceTail(ResultDisplay):
         """``standard_error / probability`` (inf where nothing hit)."""
         p = self.probability
         return np.where(p > 0, self.standard_error / np.where(p > 0, p, 1.0), np.inf)
-
-
-# ---------------------------------------------------------------------------------------------
-# z_i(x) and its gradient
-
-
-def _value(mlp: RandomMLP, x: np.ndarray, layer: int, neuron: int) -> np.ndarray:
-    """``z_neuron(x)`` of layer ``layer`` (1-based) per row of ``x``; the top layer is one row."""
-    h = x
-    if layer > 1:
-        h = mlp.activations[layer - 2](mlp._preactivation(x, layer - 1))
-    return h @ mlp.weights[layer - 1][neuron] + mlp.biases[layer - 1][neuron]
-
-
-@functools.lru_cache(maxsize=32)
-def _prime(act):
-    """phi' (building it costs 0.1 ms and the search asks thousands of times)."""
-    return act.derivative()
-
-
-def _value_and_grad(mlp: RandomMLP, x: np.ndarray, layer: int, neuron: int):
-    """``(z, dz/dx)`` per row of ``x`` by backprop by hand: ``g <- (g * phi'(z_l)) W_l``."""
-    zs, h = [], x
-    for i in range(layer - 1):
-        if i > 0:
-            h = mlp.activations[i - 1](zs[-1])
-        z = h @ mlp.weights[i].T
-        if mlp._has_bias[i]:
-            z += mlp.biases[i]
-        zs.append(z)
-    a = mlp.activations[layer - 2](zs[-1]) if layer > 1 else x
-    w = mlp.weights[layer - 1][neuron]
-    g = np.broadcast_to(w, a.shape)
-    for i in range(layer - 1, 0, -1):
-        g = (g * _prime(mlp.activations[i - 1])(zs[i - 1])) @ mlp.weights[i - 1]
-    return a @ w + mlp.biases[layer - 1][neuron], np.array(g)
-
-
-def _flops(mlp: RandomMLP, layer: int) -> int:
-    """Flops of :func:`_value` per input."""
-    total = 2 * mlp.weights[layer - 1].shape[1] + 1
-    for i in range(layer - 1):
-        w = mlp.weights[i]
-        total += 2 * w.size + w.shape[0] * (2 if mlp._has_bias[i] else 1)
-    return total
-
-
-# ---------------------------------------------------------------------------------------------
-# the dominating points
-
-
-def _starts(mlp, layer, neuron, n_starts):
-    """Unit start directions: the gradient at fixed Gaussian inputs (the best direction of each
-    input's linear piece; the input where it vanishes), and ``z`` at those inputs."""
-    rng = np.random.default_rng([_SEARCH_SEED, layer, neuron])
-    pts = rng.standard_normal((n_starts, mlp.input_dim))
-    f, g = _value_and_grad(mlp, pts, layer, neuron)
-    gn = np.linalg.norm(g, axis=1, keepdims=True)
-    dirs = np.where(gn > 0, g / np.where(gn > 0, gn, 1.0),
-                    pts / np.linalg.norm(pts, axis=1, keepdims=True))
-    return dirs, f
-
-
-def _ascend(mlp, layer, neuron, x, r, f, g, max_iter=60, tol=1e-9):
-    """Maximize ``z`` on the spheres ``|x_b| = r_b`` by monotone arcs toward the gradient: the
-    full arc lands on ``r g/|g|`` (exact for a linear ``z``), a step that does not increase
-    ``z`` is halved. Stops at stationarity (tangential gradient below ``tol`` relative) or
-    when the arc is below 1e-4 of the full one (a kink of a piecewise-linear ``z``)."""
-    step, active, evals = np.ones(len(x)), np.ones(len(x), bool), 0
-    for _ in range(max_iter):
-        u = x / r[:, None]
-        radial = np.einsum("bi,bi->b", g, u)
-        gt = g - radial[:, None] * u
-        gtn = np.linalg.norm(gt, axis=1)
-        active &= (gtn > tol * np.linalg.norm(g, axis=1)) & (step > 1e-4)
-        if not active.any():
-            break
-        b = np.flatnonzero(active)
-        angle = np.arctan2(gtn[b], radial[b]) * step[b]
-        xt = r[b, None] * (np.cos(angle)[:, None] * u[b]
-                           + np.sin(angle)[:, None] * gt[b] / gtn[b, None])
-        ft, g_new = _value_and_grad(mlp, xt, layer, neuron)
-        evals += len(b)
-        up = ft > f[b]
-        x[b[up]], f[b[up]], g[b[up]] = xt[up], ft[up], g_new[up]
-        step[b[up]] = 1.0
-        step[b[~up]] *= 0.5
-    return x, f, g, evals
-
-
-def _dominating_points(mlp, layer, neuron, theta, n_starts, max_components):
-    """Local minima of ``|x|`` on ``{z >= theta}`` (best first, one per arm within a mass
-    ratio 1e-3), whether the best converged, and the evaluations. Each start is lifted to the
-    maximum of ``z`` on its sphere and the radius moved by Newton's step on ``max z(|x| = r) =
-    theta`` (slope ``|grad z|``), clipped to [r/2, 2r], to ``|z - theta| <= 1e-9 (1+|theta|)``."""
-    d = mlp.input_dim
-    if _value(mlp, np.zeros((1, d)), layer, neuron)[0] >= theta:
-        return [np.zeros(d)], True, 1
-    dirs, f = _starts(mlp, layer, neuron, n_starts)
-    spread = float(np.std(f))  # a Gaussian guess of the radius; Newton corrects it
-    r0 = (theta - float(np.mean(f))) / spread if spread > 0 else 1.0
-    r = np.full(n_starts, min(max(r0, 0.5), _R_MAX / 2))
-    x = r[:, None] * dirs
-    f, g = _value_and_grad(mlp, x, layer, neuron)
-    evals, ftol = 2 * n_starts + 1, 1e-9 * (1.0 + abs(theta))
-    for _ in range(60):
-        x, f, g, e = _ascend(mlp, layer, neuron, x, r, f, g)
-        evals += e
-        done = np.abs(f - theta) <= ftol
-        stuck = (r >= _R_MAX) & (f < theta)
-        if np.all(done | stuck):
-            break
-        slope = np.einsum("bi,bi->b", g, x) / r
-        step = np.where(slope > 0, r + (theta - f) / np.where(slope > 0, slope, 1.0),
-                        np.where(f < theta, 1.5 * r, r / 1.5))  # no usable slope: bracket
-        r_new = np.where(done | stuck, r, np.minimum(np.clip(step, r / 2, 2 * r), _R_MAX))
-        x *= (r_new / r)[:, None]
-        r = r_new
-        f, g = _value_and_grad(mlp, x, layer, neuron)
-        evals += n_starts
-    feasible = f >= theta - ftol
-    if not feasible.any():  # theta out of reach within _R_MAX: the closest approach
-        return [x[int(np.argmax(f))]], False, evals
-    points = []
-    for b in np.flatnonzero(feasible)[np.argsort(r[feasible], kind="stable")]:
-        if len(points) == max_components or r[b] ** 2 - r.min() ** 2 > 2 * math.log(1e3):
-            break
-        if all(x[b] @ p / (r[b] * np.linalg.norm(p)) < 0.99 for p in points):
-            points.append(x[b].copy())
-    return points, bool(abs(f[np.argmin(np.where(feasible, r, np.inf))] - theta) <= ftol), evals
-
-
-def _curvature(mlp, layer, neuron, x):
-    """Precision ``P`` of the Laplace (second-order) approximation of ``phi 1{z >= theta}``
-    at the dominating point ``x``: 1 along ``x``; across it the Hessian of the Lagrangian
-    ``I - lambda H`` (``lambda = |x| / |grad z|``, ``H`` by central differences of the
-    gradient at step ``_DELTA``), eigenvalues clipped to ``_A_CLIP`` (2 d + 1 evaluations)."""
-    d, beta = len(x), float(np.linalg.norm(x))
-    _, g = _value_and_grad(mlp, x[None], layer, neuron)
-    if beta == 0 or not np.linalg.norm(g) > 0:
-        return np.eye(d)
-    eye = np.eye(d)
-    hp = _value_and_grad(mlp, x + _DELTA * eye, layer, neuron)[1]
-    hm = _value_and_grad(mlp, x - _DELTA * eye, layer, neuron)[1]
-    h = (hp - hm) / (2 * _DELTA)
-    n = x / beta
-    proj = eye - np.outer(n, n)
-    a = proj @ (eye - beta / np.linalg.norm(g) * 0.5 * (h + h.T)) @ proj + np.outer(n, n)
-    vals, vecs = np.linalg.eigh(a)
-    return (vecs * np.clip(vals, *_A_CLIP)) @ vecs.T
 
 
 # ---------------------------------------------------------------------------------------------

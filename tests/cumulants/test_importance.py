@@ -11,7 +11,8 @@ from scipy.special import log_ndtr, ndtri
 from symscale.cumulants import (ImportanceSamplingError, ImportanceSamplingWarning,
                                 RandomMLP, compare_tail_estimators, monte_carlo,
                                 tail_probability, tail_probability_is)
-from symscale.cumulants.importance import _cumulant_tails, _value
+from symscale.cumulants.dominating import _value
+from symscale.cumulants.importance import _cumulant_tails
 from symscale.cumulants.propagate import propagate
 
 
