@@ -9,8 +9,9 @@ early-stopped MLP on a real task).
 """
 
 from . import comparison, emergence, readout, teacher
-from .algorithm import (KernelFilter, LoFi, LoFiKernel, SpectralFilter, VariationalCheck,
-                        kernel_filter, spectral_filter, variational_check)
+from .algorithm import (KernelFilter, LoFi, LoFiKernel, SpectralFilter, kernel_filter,
+                        spectral_filter)
+from .variational import VariationalCheck, variational_check
 from .._deprecation import deprecated_names
 from .emergence import (bbp_prediction, bulk_edge, effective_dimension, spike_threshold,
                         spectral_outliers)
