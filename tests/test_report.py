@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from threads_helpers import THREADS_SCRIPT, blas_threads  # noqa: E402
 
 import symscale as ss  # noqa: E402
@@ -976,3 +978,14 @@ def test_every_shipped_derivation_declares_its_time_in_both_modes(tmp_path, monk
         assert "expected about" in line and "unknown" not in line, line
     # a full run does more than a quick one
     assert expected_seconds(paths, quick=False)[0] > expected_seconds(paths, quick=True)[0]
+
+
+@given(st.text(alphabet="abcxyzABCXYZ0123456789 .,=+-()<>/|:;!?'", min_size=1, max_size=12))
+def test_plain_math_that_the_lint_skips_always_parses(tex):
+    # the lint skips the parser for these characters; mathtext must accept every such string
+    from matplotlib.mathtext import MathTextParser
+
+    from symscale.report import _PLAIN_MATH
+
+    assert _PLAIN_MATH.match(tex)
+    MathTextParser("path").parse(tex)
