@@ -113,3 +113,15 @@ def test_parallel_inputs_and_work_limits_are_refused():
     m = measure_gram_drift(X, Y, Xe, [1.0], width=16, n_networks=3, seed=0)
     with pytest.raises(ValueError, match="prediction must have shape"):
         m.z(np.zeros((2, 3, 3)))
+
+
+def test_other_weight_variance_and_unnormalized_inputs():
+    # the closed form follows weight_var and the input norms (here ||x||^2 ~ d, weight_var 1)
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((6, 6)), rng.standard_normal(6)
+    Xe = np.vstack([X[:1], rng.standard_normal((1, 6))])
+    D = gram_drift(X, Y, Xe, [2.0], weight_var=1.0)
+    m = measure_gram_drift(X, Y, Xe, [2.0], width=2048, n_networks=300, lr=0.05,
+                           weight_var=1.0, seed=4)
+    assert np.abs(m.z(D)).max() < 4
+    assert m.significance().max() > 5  # it moves: Q(x_1, x_1) by ~7
