@@ -303,7 +303,8 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     arrays; ``layers`` is empty unless ``keep_layers`` (no copies to the host per layer).
     """
     if variant != "basic":
-        raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
+        raise ValueError(f"factored=True supports variant='basic' only, got {variant!r} (why, "
+                         "and what a factored augmented state keeps: docs/cumulants.md)")
     move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     lead = () if net is mlp else (len(net),)
@@ -701,7 +702,8 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     as numpy arrays; ``layers`` is empty unless ``keep_layers``.
     """
     if variant != "basic":
-        raise ValueError(f"factored=True supports variant='basic' only, got {variant!r}")
+        raise ValueError(f"factored=True supports variant='basic' only, got {variant!r} (why, "
+                         "and what a factored augmented state keeps: docs/cumulants.md)")
     move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     L = mlp.depth
