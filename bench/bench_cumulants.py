@@ -75,7 +75,8 @@ def main():
           "MC time at equal MSE/Var / wall |")
     print("|---|---|---|---|---|---|")
     estimators = [(1, "basic", False), (2, "basic", False), (2, "gaussian", False),
-                  (2, "augmented", False), (3, "basic", True), (4, "basic", True)]
+                  (2, "augmented", False), (3, "basic", True), (3, "augmented", True),
+                  (4, "basic", True)]
     if args.quick:
         estimators.append((3, "basic", False))
     for K, variant, factored in estimators:

@@ -133,7 +133,8 @@ def _sweeps(section, quick, cache):
     common = dict(seeds=seeds, n_truth=n_truth, cache_dir=cache, progress=not quick)
     table = sweep(widths, [depth], Ks=Ks, variants=variants, **common)
     # the factored estimators: K = 3 (rank-one kappa_3) and K = 4 (stacked kappa_4)
-    k3 = sweep(widths, [depth], Ks=(3, 4), variants=(), factored=True, **common)
+    k3 = sweep(widths, [depth], Ks=(3, 4), variants=(), factored=True,
+               factored_variants=("basic", "augmented"), **common)
     table.rows += k3.rows
     small = [w for w in widths if w <= 64]
     if not quick:
@@ -143,7 +144,8 @@ def _sweeps(section, quick, cache):
         table.rows += k4.rows
     deep = sweep(depth_widths, depths, Ks=(1, 2), variants=("basic", "augmented"),
                  factored=False, **common)
-    deep.rows += sweep(depth_widths, depths, Ks=(3,), variants=(), factored=True, **common).rows
+    deep.rows += sweep(depth_widths, depths, Ks=(3,), variants=(), factored=True,
+                       factored_variants=("basic", "augmented"), **common).rows
     deep.rows += sweep(k4_depth_widths, depths, Ks=(4,), variants=(), factored=True,
                        **common).rows
     depth_width = depth_widths[0]

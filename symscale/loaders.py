@@ -24,6 +24,7 @@ import os
 import pickle
 import struct
 import zlib
+from pathlib import Path  # noqa: F401 - the examples use it
 from typing import NamedTuple
 
 import numpy as np

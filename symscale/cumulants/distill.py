@@ -279,7 +279,7 @@ def estimate_with_grad(weights, biases=None, activation="relu", *, K: int = 2,
     bk = backend("torch", Ws[0].device)
     with np.errstate(over="ignore", invalid="ignore"):
         if factored:
-            mean, cov, flops = _run_factored3(Ws, bs, acts, covariance, bk)
+            mean, cov, flops = _run_factored3(Ws, bs, acts, covariance, bk, variant)
         else:
             mean, cov, flops = _run_dense(Ws, bs, acts, K, variant, covariance, bk)
     L = len(Ws) - 1
@@ -306,7 +306,7 @@ def _run_dense(Ws, bs, acts, K, variant, covariance, bk):
     return c.mean, (c.full[2] if covariance else None), flops
 
 
-def _run_factored3(Ws, bs, acts, covariance, bk):
+def _run_factored3(Ws, bs, acts, covariance, bk, variant="basic"):
     """:func:`~symscale.cumulants.factored._factored_k3_steps` on tensors."""
     from .factored import _factored_k3_steps
 
@@ -314,7 +314,7 @@ def _run_factored3(Ws, bs, acts, covariance, bk):
     steps = ((layer, W, b, layer == L, layer == L and not covariance)
              for layer, (W, b) in enumerate(zip(Ws, bs)))
     c, flops, _ = _factored_k3_steps(steps, Ws[0].shape[1], acts, L, bk.asarray,
-                                    keep_output_cov=covariance)
+                                    keep_output_cov=covariance, variant=variant)
     return c.mean, (c.full[2] if covariance else None), flops
 
 

@@ -24,6 +24,18 @@ the whole run :math:`O(n^3L^2)` against :math:`O(n^4L)` unfactored. The :math:`\
 slices go through the linear step's coherent placements only (:math:`O(n^3)`). Up to that
 choice the estimator equals the unfactored one (checked in the tests to round-off).
 
+**K = 3 augmented.** The cap rises to 4 and the :math:`\kappa_4` slices :math:`(2,2), (3,1),
+(4)` are tracked; :math:`\kappa_{iijk}` (:math:`n^3` numbers) is not. Of the all-distinct
+diagrams only the hypertrees (:func:`is_hypertree`: paths through one neuron) factor; besides
+the basic paths they form three symmetrized terms :math:`\mathrm{Sym}\sum_k u_k\otimes
+v_k\otimes s_ke_k` whose ends are matrices (:math:`\Sigma`, the :math:`\kappa_3` slice, the
+:math:`\kappa_{iijj}` slice), grouped from the enumerated diagrams
+(:func:`_augmented_paths`) and stored by polarization,
+:math:`\mathrm{Sym}(u\otimes v\otimes s)=\frac14\mathrm{Sym}((u+v)^{\otimes2}\otimes s)-
+\frac14\mathrm{Sym}((u-v)^{\otimes2}\otimes s)`. The rank grows by :math:`8n` per layer; the
+estimator equals its dense twin (same diagrams and tracking, dense :math:`\kappa_3`) to
+round-off.
+
 **K = 4.** Rank-one terms do not close here: the diagram :math:`\kappa_3` with a covariance
 leaf would add rank :math:`n` per rank-one term of :math:`\kappa_3`, i.e. :math:`n^2\ell` per
 layer. Every all-distinct tree of the :math:`K=4` nonlinear step (:math:`\kappa_3` with a
@@ -82,7 +94,8 @@ from .network import RandomMLP, _stacked_affine
 from .nonlinear import nonlinear_step
 from .state import Cumulants, Tracking, linear_step
 
-__all__ = ["FactoredThird", "factored_k3_run", "FactoredFourth", "factored_k4_run"]
+__all__ = ["FactoredThird", "factored_k3_run", "FactoredFourth", "factored_k4_run",
+           "is_hypertree"]
 
 
 def _eye(n: int, ref):
@@ -230,6 +243,63 @@ class FactoredThird:
 
 
 _TRACK = Tracking(full=(1, 2), slices=((3, ((2, 1), (3,))), (4, ((2, 2), (4,)))), cap=3)
+# factored augmented K = 3: cap 4 and the kappa_4 slices (2,2), (3,1), (4) (not the n^3 slice
+# kappa_iijk); the all-distinct kappa_3 keeps its hypertree (path) diagrams. _DENSE_AUG is the
+# same estimator with a dense kappa_3, the twin the tests compare with (docs/cumulants.md).
+_AUG_SLICES4 = (4, ((2, 2), (3, 1), (4,)))
+_TRACK_AUG = Tracking(full=(1, 2), slices=((3, ((2, 1), (3,))), _AUG_SLICES4), cap=4)
+_DENSE_AUG = Tracking(full=(1, 2, 3), slices=(_AUG_SLICES4,), cap=4)
+
+
+def is_hypertree(diagram) -> bool:
+    """Whether a diagram's blocks form a hypertree on its slots: connected and acyclic, i.e.
+    the blocks' supports add up to one edge fewer than slots. Only those factor.
+
+    Parameters
+    ----------
+    diagram : Diagram
+        From :func:`~symscale.cumulants.diagrams.diagrams`.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from symscale.cumulants.diagrams import diagrams
+    >>> ds = diagrams((1, 1, 1), 4, _DENSE_AUG.allowed())
+    >>> sum(is_hypertree(d) for d in ds), len(ds)     # the covariance triangle is not one
+    (22, 32)
+    """
+    m = len(diagram.derivatives)
+    return sum(mult * (sum(1 for p in v if p > 0) - 1) for v, mult in diagram.blocks) == m - 1
+
+
+@functools.lru_cache(maxsize=None)
+def _augmented_paths():
+    """The paths of the factored augmented step beyond the basic ones, grouped.
+
+    Each is ``(end_a, end_b, d_c, coefficient)`` with an end ``(kind, derivative)``: ``kind``
+    names the matrix ``M[x_end, x_centre]`` of its block (``"S"`` covariance, ``"T"``
+    ``kappa_3[e, c, c]``, ``"U"`` ``kappa_3[e, e, c]``, ``"Q"`` ``kappa_4[e, e, c, c]``, ``"R"``
+    ``kappa_4[e, c, c, c]``, ``"P"`` ``kappa_4[e, e, e, c]``). Labelled diagrams that give the
+    same symmetrized term are summed."""
+    kinds = {(1, 1): "S", (1, 2): "T", (2, 1): "U", (2, 2): "Q", (1, 3): "R", (3, 1): "P"}
+    groups = {}
+    for d in diagrams((1, 1, 1), 4, _DENSE_AUG.allowed()):
+        if not is_hypertree(d):
+            continue
+        blocks = [v for v, mult in d.blocks for _ in range(mult)]
+        if len(blocks) == 1 or all(v.count(1) == 2 and 0 in v for v in blocks):
+            continue  # the single block and the basic covariance paths
+        (v1, v2), der = blocks, d.derivatives
+        (c,) = [i for i in range(3) if v1[i] and v2[i]]
+        a = next(i for i in range(3) if v1[i] and i != c)
+        b = next(i for i in range(3) if v2[i] and i != c)
+        ends = sorted([(kinds[(v1[a], v1[c])], der[a]), (kinds[(v2[b], v2[c])], der[b])])
+        key = (ends[0], ends[1], der[c])
+        groups[key] = groups.get(key, 0) + d.coefficient
+    return tuple((a, b, dc, float(coef)) for (a, b, dc), coef in sorted(groups.items()))
 
 
 @functools.lru_cache(maxsize=None)
@@ -247,16 +317,49 @@ def _distinct_diagrams():
     return tuple(ds)
 
 
-def _nonlinear(z: Cumulants, third: FactoredThird, act, layer=None):
+def _end_matrix(kind, zc, S21):
+    """``M[x_end, x_centre]`` of one path end (see :func:`_augmented_paths`)."""
+    if kind == "S":
+        return _off_diagonal(zc.full[2])
+    if kind == "T":
+        return _t(S21)
+    if kind == "U":
+        return S21
+    slices4 = zc.slices[4]
+    return {"Q": lambda: slices4[(2, 2)], "R": lambda: _t(slices4[(3, 1)]),
+            "P": lambda: slices4[(3, 1)]}[kind]()
+
+
+def _augmented_terms(zc, S21, w):
+    """The factored augmented paths as one paired FactoredThird and their FLOPs: each group
+    ``Sym(sum_k u_k (x) v_k (x) s_k e_k)`` is, by polarization,
+    ``Sym(p (x) p (x) s/4) - Sym(m (x) m (x) s/4)`` with ``p, m = u +- v``."""
+    xp = namespace(S21)
+    n, nb = S21.shape[-1], math.prod(S21.shape[:-2])
+    U, C = [], []
+    flops = 0
+    for (ka, da), (kb, db), dc, coef in _augmented_paths():
+        u = w[1, da][..., :, None] * _end_matrix(ka, zc, S21)
+        v = w[1, db][..., :, None] * _end_matrix(kb, zc, S21)
+        s = _diag((0.25 * coef) * w[1, dc])
+        U += [u + v, u - v]
+        C += [s, -s]
+        flops += nb * 6 * n * n
+    return FactoredThird.paired(xp.concat(U, axis=-1), xp.concat(C, axis=-1)), flops
+
+
+def _nonlinear(z: Cumulants, third: FactoredThird, act, layer=None, variant="basic"):
     """One factored nonlinear step: (A-cumulants without kappa_3, (w1, path), V, flops).
 
     The new third cumulant is ``w1^{(x)3}`` times the old one plus ``path``, and the
     repeated-neuron correction ``V`` is pushed at the next linear step; both are handed to
     :meth:`FactoredThird.mapped` there, which builds the new factors in one pass."""
     _distinct_diagrams()
+    augmented = variant == "augmented"
     S21, S3, flops = third.slices()
     zc = Cumulants(z.mean, {2: z.full[2]}, {3: {(2, 1): S21, (3,): S3}, 4: z.slices[4]})
-    a, f, w = nonlinear_step(zc, act, _TRACK, return_wick=True, layer=layer)
+    a, f, w = nonlinear_step(zc, act, _TRACK_AUG if augmented else _TRACK, return_wick=True,
+                             layer=layer)
     flops += f
     w1, w2 = w[1, 1], w[1, 2]
     n, nb = z.n, math.prod(z.batch)
@@ -272,6 +375,13 @@ def _nonlinear(z: Cumulants, third: FactoredThird, act, layer=None):
     F21 = (w1 * w1)[..., :, None] * S21 * w1[..., None, :] + P * P * w2[..., None, :]
     F3 = w1 * w1 * w1 * S3
     flops += nb * (6 * n * n + 3 * n)
+    if augmented:
+        # the augmented paths: their repeated-neuron entries from their own slices
+        extra, f = _augmented_terms(zc, S21, w)
+        E21, E3, f2 = extra.slices()
+        F21, F3 = F21 + E21, F3 + E3
+        path = path.concat(extra)
+        flops += f + f2
     D21 = _off_diagonal(a.slices[3][(2, 1)] - F21, fresh=True)
     D3 = a.slices[3][(3,)] - F3
     V = 3.0 * D21 + _diag(D3)
@@ -302,20 +412,22 @@ def factored_k3_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`, as numpy
     arrays; ``layers`` is empty unless ``keep_layers`` (no copies to the host per layer).
     """
-    if variant != "basic":
-        raise ValueError(f"factored=True supports variant='basic' only, got {variant!r} (why, "
-                         "and what a factored augmented state keeps: docs/cumulants.md)")
+    if variant not in ("basic", "augmented"):
+        raise ValueError(f"factored=True supports variant 'basic' or 'augmented', got "
+                         f"{variant!r}")
     move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     lead = () if net is mlp else (len(net),)
     c, flops, layers = _factored_k3_steps(
         _affine_layers(net, stop, keep_last, move), mlp.input_dim, mlp.activations, mlp.depth,
-        move, lead=lead, keep_last=keep_last, host=host if keep_layers else None)
+        move, lead=lead, keep_last=keep_last, host=host if keep_layers else None,
+        variant=variant)
     return to_numpy(c.mean), flops, layers
 
 
 def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=(),
-                      keep_last: bool = False, keep_output_cov: bool = False, host=None):
+                      keep_last: bool = False, keep_output_cov: bool = False, host=None,
+                      variant: str = "basic"):
     """The factored K=3 layer loop over prepared ``(layer, W, b, last, mean_only)`` steps.
 
     ``W, b`` are already arrays of the backend (numpy, torch or jax; a torch graph stays
@@ -325,7 +437,9 @@ def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=
     (a mover) records each layer's cumulants. Returns ``(cumulants, flops, layers)``.
     """
     full_output = keep_last or keep_output_cov
-    c = Cumulants.standard_gaussian(n_in, _TRACK, lead[0] if lead else None)
+    track = _TRACK_AUG if variant == "augmented" else _TRACK
+    track_no3 = Tracking(full=track.full, slices=track.slices[1:], cap=track.cap)
+    c = Cumulants.standard_gaussian(n_in, track, lead[0] if lead else None)
     del c.slices[3]
     c = c.map(move)
     third = FactoredThird.paired(move(np.zeros(lead + (n_in, 0))),
@@ -334,7 +448,7 @@ def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=
     flops = 0
     layers = []
     for layer, W, b, last, mean_only in steps:
-        c, f = linear_step(c, W, b, _TRACK_NO3, mean_only=mean_only, coherent_only=True)
+        c, f = linear_step(c, W, b, track_no3, mean_only=mean_only, coherent_only=True)
         flops += f
         if not mean_only and (keep_last or not (last and keep_output_cov)):
             # the previous nonlinear step's kappa_3 (scaled third + path), then
@@ -350,11 +464,12 @@ def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=
             # before a mean-only output step only the mean of the activations is needed
             S3 = third.diagonal()
             zc = Cumulants(c.mean, c.full, {3: {(3,): S3}, 4: c.slices[4]})
-            c, f = nonlinear_step(zc, activations[layer], _TRACK, mean_only=True,
+            c, f = nonlinear_step(zc, activations[layer], track, mean_only=True,
                                   layer=layer + 1)
             f += 3 * math.prod(S3.shape) * third.rank
         else:
-            c, (scale, path), V, f = _nonlinear(c, third, activations[layer], layer + 1)
+            c, (scale, path), V, f = _nonlinear(c, third, activations[layer], layer + 1,
+                                                variant)
         flops += f
     if keep_last:
         # expose the third cumulant's slices so that a nonlinear step can follow (tails)

@@ -205,7 +205,7 @@ def _int_list(seq, name: str, minimum: int) -> list[int]:
     return out
 
 
-def _estimators(Ks, variants, factored):
+def _estimators(Ks, variants, factored, factored_variants=("basic",)):
     out = []
     for K in Ks:
         for v in variants:
@@ -213,13 +213,15 @@ def _estimators(Ks, variants, factored):
                 continue
             out.append((K, v, False))
         if K in (3, 4) and factored:
-            out.append((K, "basic", True))
+            # factored augmented exists for K = 3 only
+            out += [(K, v, True) for v in factored_variants if v == "basic" or K == 3]
     return out
 
 
 def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 4), *,
           factored: bool = False, activation="relu", n_truth: int = 1_000_000,
-          cache_dir=None, client=None, progress: bool = True) -> SweepTable:
+          cache_dir=None, client=None, progress: bool = True,
+          factored_variants=("basic",)) -> SweepTable:
     """Run every estimator on one He-initialized network per (width, depth, seed).
 
     Parameters
@@ -233,6 +235,8 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
         Network seeds; the ground truth of seed ``s`` uses sampling seed ``s + 10_000``.
     factored : bool
         Also run the factored estimators of the orders 3 and 4 in ``Ks``.
+    factored_variants : sequence of {"basic", "augmented"}
+        Their variants (``"augmented"``: K = 3 only; default basic).
     n_truth : int
         Monte Carlo samples of the ground truth (its own MSE/Var is reported as
         ``truth_floor``).
@@ -265,7 +269,13 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     factored = check_bool(factored, "factored")
     n_truth = check_int(n_truth, "n_truth", low=2)
     table = SweepTable()
-    ests = _estimators(Ks, variants, factored)
+    factored_variants = _as_list(factored_variants, "factored_variants")
+    bad = [v for v in factored_variants if not isinstance(v, str)
+           or v not in ("basic", "augmented")]
+    if bad or not factored_variants:
+        raise ValueError(f"factored_variants must be a non-empty subset of ('basic', "
+                         f"'augmented'), got {factored_variants!r}")
+    ests = _estimators(Ks, variants, factored, tuple(factored_variants))
     points = [(w, d, s) for w in widths for d in depths for s in seeds]
     tasks = [(d, activation, w, s, K, v, fac) for w, d, s in points for K, v, fac in ests]
     # on a cluster the estimators run as tasks while the ground truths are computed; locally

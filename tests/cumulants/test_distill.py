@@ -38,7 +38,8 @@ def _unflat(vec, like):
 
 
 GRAD_CASES = [(1, "basic", False, "relu"), (2, "basic", False, "relu"),
-              (2, "augmented", False, "gelu"), (3, "basic", True, "relu")]
+              (2, "augmented", False, "gelu"), (3, "basic", True, "relu"),
+              (3, "augmented", True, "tanh")]
 
 
 @pytest.mark.parametrize("K, variant, factored, act", GRAD_CASES, ids=str)
@@ -71,7 +72,8 @@ def test_gradient_matches_central_differences_to_1e6(K, variant, factored, act):
 
 @pytest.mark.parametrize("K, variant, factored", [(1, "basic", False), (2, "basic", False),
                                                   (2, "augmented", False), (3, "basic", False),
-                                                  (3, "basic", True)], ids=str)
+                                                  (3, "basic", True), (3, "augmented", True)],
+                         ids=str)
 def test_estimate_equals_numpy_propagate_to_1e12(K, variant, factored):
     mlp = RandomMLP.random(3, "relu", width=6, seed=3, bias_var=0.1)
     ref = propagate(mlp, K=K, variant=variant, factored=factored)

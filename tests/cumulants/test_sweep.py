@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from symscale.cumulants import (RandomMLP, ground_truth, monte_carlo, plot_mse_vs_depth,
-                                plot_mse_vs_flops, plot_mse_vs_width, sweep, tail_probability)
+                                plot_mse_vs_flops, plot_mse_vs_width, propagate, sweep,
+                                tail_probability)
 
 WIDTHS = [16, 32, 64, 128]
 SEEDS = range(5)
@@ -246,3 +247,18 @@ def test_depth_exponent_of_a_real_sweep_grows_with_depth(tmp_path):
               cache_dir=tmp_path, progress=False)
     fit = t.exponent("K=2 basic", "depth", at=16)
     assert fit.ci[0] > 0 and math.isfinite(fit.ci[1])
+
+
+def test_sweep_runs_the_factored_augmented_estimator():
+    t = sweep([8, 12], [2], Ks=(3, 4), variants=(), factored=True,
+              factored_variants=("basic", "augmented"), seeds=[0], n_truth=20_000,
+              progress=False)
+    # augmented factored exists for K = 3 only
+    assert t.estimators() == ["K=3 basic factored", "K=3 augmented factored",
+                              "K=4 basic factored"]
+    row = t.select(estimator="K=3 augmented factored", width=8)[0]
+    mlp = RandomMLP.random(2, width=8, seed=0)
+    assert row["flops"] == propagate(mlp, K=3, variant="augmented", factored=True).flops
+    for bad in (("gaussian",), (), ("basic", 3)):
+        with pytest.raises(ValueError, match="factored_variants"):
+            sweep([8], [2], Ks=(3,), factored=True, factored_variants=bad, progress=False)
