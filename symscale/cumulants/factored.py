@@ -437,8 +437,7 @@ def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=
     (a mover) records each layer's cumulants. Returns ``(cumulants, flops, layers)``.
     """
     full_output = keep_last or keep_output_cov
-    track = _TRACK_AUG if variant == "augmented" else _TRACK
-    track_no3 = Tracking(full=track.full, slices=track.slices[1:], cap=track.cap)
+    track, track_no3 = (_TRACK_AUG if variant == "augmented" else _TRACK), _NO3[variant]
     c = Cumulants.standard_gaussian(n_in, track, lead[0] if lead else None)
     del c.slices[3]
     c = c.map(move)
@@ -481,7 +480,9 @@ def _factored_k3_steps(steps, n_in: int, activations, depth: int, move, *, lead=
     return c, flops, layers
 
 
-_TRACK_NO3 = Tracking(full=(1, 2), slices=((4, ((2, 2), (4,))),), cap=3)
+# the linear step's tracking: the same without kappa_3, which the factors carry
+_NO3 = {v: Tracking(full=t.full, slices=t.slices[1:], cap=t.cap)
+        for v, t in (("basic", _TRACK), ("augmented", _TRACK_AUG))}
 
 
 # ---------------------------------------------------------------------------------------------
