@@ -294,8 +294,9 @@ class FeatureMovement(ResultDisplay):
         ``max_i |h_t,i(x) - h_0,i(x)|`` (max over neurons), averaged over the eval inputs.
     aggregate : ndarray, shape (R,)
         ``||h_t(x) - h_0(x)||_2``, averaged over the eval inputs.
-    inner : ndarray, shape (R, N_eval, N_eval)
-        Unnormalized inner products ``<h_t(x), h_t(x')>`` (no 1/n).
+    inner : ndarray, shape (R, N_eval, N_eval), or None
+        Unnormalized inner products ``<h_t(x), h_t(x')>`` (no 1/n); None when the run was
+        made with ``track_features=False``.
     """
 
     times: np.ndarray
@@ -303,7 +304,7 @@ class FeatureMovement(ResultDisplay):
     predictions: np.ndarray
     max_neuron: np.ndarray
     aggregate: np.ndarray
-    inner: np.ndarray
+    inner: np.ndarray | None
 
     @property
     def t(self) -> np.ndarray:
@@ -326,7 +327,7 @@ class TrainingRun(ResultDisplay):
         Last hidden layer at initialization on the eval inputs.
     features : ndarray, shape (R, N_eval, n_L), or None
         Last hidden layer at each recorded step; None when it would exceed ~200 MB (the metrics
-        in ``movement`` are computed on the fly either way).
+        in ``movement`` are computed on the fly either way) or with ``track_features=False``.
     movement : FeatureMovement
         The feature-movement metrics (see :func:`feature_movement`).
     """
@@ -342,14 +343,16 @@ class TrainingRun(ResultDisplay):
     t = property(lambda self: self.movement.t, doc="Continuous time ``lr * step``.")
 
 
-def _metrics(f, h, h0):
-    """One record: predictions, max-neuron and aggregate deviation, Gram matrix of h."""
+def _metrics(f, h, h0, gram: bool = True):
+    """One record: predictions, max-neuron and aggregate deviation, Gram matrix of h (or None)."""
     dh = h - h0
-    return f, np.abs(dh).max(axis=1).mean(), np.linalg.norm(dh, axis=1).mean(), h @ h.T
+    return (f, np.abs(dh).max(axis=1).mean(), np.linalg.norm(dh, axis=1).mean(),
+            h @ h.T if gram else None)
 
 
 def _movement(times, lr, rows) -> FeatureMovement:
-    return FeatureMovement(times, float(lr), *(np.array(column) for column in zip(*rows)))
+    columns = [np.array(c) if c[0] is not None else None for c in zip(*rows)]
+    return FeatureMovement(times, float(lr), *columns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,7 +360,7 @@ def _movement(times, lr, rows) -> FeatureMovement:
 
 
 def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 1,
-             X_eval=None) -> TrainingRun:
+             X_eval=None, track_features: bool = True) -> TrainingRun:
     """Full-batch gradient descent on ``1/2 sum_i (f(x_i) - y_i)^2`` (manual backprop, float64).
 
     Parameters
@@ -376,6 +379,10 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
         Record the loss and the eval features every this many steps (and at the last step).
     X_eval : array_like, shape (N_eval, d_in), optional
         Inputs on which the last-layer features are tracked (default: X).
+    track_features : bool, keyword-only
+        Record the eval features' Gram matrix (``movement.inner``) and copies
+        (``features``). False skips both (``None``): a run that only needs predictions, such
+        as early stopping on many eval points, saves an ``N_eval^2 n_L`` product per record.
 
     Returns
     -------
@@ -408,12 +415,14 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     ValueError: lr must be > 0, got -1.0
     """
     times, X, Y, X_eval = _validate(model, X, Y, lr, steps, record_every, X_eval)
+    if not isinstance(track_features, (bool, np.bool_)):
+        raise TypeError(f"track_features must be True or False, got {track_features!r}")
     recorded = set(times.tolist())
     # private copies, updated in place: a step allocates no new parameter arrays
     work = model.with_params([p.copy() for p in model.params])
     buffers = [np.empty_like(W) for W in work.weights]  # the gradient products, reused
     keep = len(times) * (X if X_eval is None else X_eval).shape[0] * work.widths[-1] * 8
-    keep = keep < _FEATURE_BYTES
+    keep = track_features and keep < _FEATURE_BYTES
     h0, rows, losses, features = None, [], [], []
     # many small products: one BLAS thread (default pools: 8x the CPU at depth 2, width 512)
     product = X.shape[0] * max(W.size for W in work.weights)
@@ -427,7 +436,7 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
             if k in recorded:
                 f_e, H_e = (f, H) if X_eval is None else work._forward(X_eval)[::2]
                 h0 = H_e[-1] if h0 is None else h0  # forward passes return fresh arrays
-                rows.append(_metrics(f_e, H_e[-1], h0))
+                rows.append(_metrics(f_e, H_e[-1], h0, track_features))
                 features += [H_e[-1]] if keep else []
                 losses.append(loss)
             if k < steps:

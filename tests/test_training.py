@@ -173,6 +173,20 @@ def test_large_runs_keep_metrics_but_not_features(tiny, monkeypatch):
         assert np.array_equal(getattr(lean.movement, attr), getattr(stored.movement, attr))
 
 
+def test_untracked_features_skip_the_gram_and_copies_only(tiny):
+    model, X, Y = tiny
+    full = train_gd(model, X, Y, lr=0.1, steps=6, record_every=2, X_eval=X[:3])
+    light = train_gd(model, X, Y, lr=0.1, steps=6, record_every=2, X_eval=X[:3],
+                     track_features=False)
+    assert light.movement.inner is None and light.features is None
+    assert full.movement.inner.shape == (4, 3, 3) and full.features is not None
+    for attr in ("predictions", "max_neuron", "aggregate"):
+        assert np.array_equal(getattr(light.movement, attr), getattr(full.movement, attr))
+    assert np.array_equal(light.losses, full.losses)
+    with pytest.raises(TypeError, match="track_features"):
+        train_gd(model, X, Y, lr=0.1, steps=1, track_features="no")
+
+
 # ---------------------------------------------------------------------------------------------
 # lazy neurons, moving layer (note 04 §5): depth 3, 8 points on the sphere in d = 10
 

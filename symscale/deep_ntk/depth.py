@@ -485,7 +485,11 @@ def _normalized_kernels(act):
     norm = sp.simplify(V.expr.subs({q11: 1, q22: 1, q12: 1}))
     k1 = sp.simplify(V.expr.subs(at) / norm)
     k0 = sp.simplify(Vd.expr.subs(dict(zip(Vd.symbols, (1, sp.cos(_t), 1)))) / norm)
-    return k1, k0
+    # the angle lies in [0, pi]: there acos(cos t) = t and |sin t| = sin t, which sympy's
+    # series would otherwise expand through their branch structure (3.2 s against 0.26 s)
+    on = {sp.acos(sp.cos(_t)): _t, sp.Abs(sp.sin(_t)): sp.sin(_t),
+          sp.sqrt(1 - sp.cos(_t) ** 2): sp.sin(_t)}
+    return k1.subs(on), k0.subs(on)
 
 
 def _series_coefficients(k1, k0):

@@ -118,7 +118,7 @@ def early_stopped_mlp(X_train, y_train, X_test, width: int = 512, depth: int = 2
     model = NTKMLP.init(depth, d_in=d, width=width, seed=int(rng.integers(2**31)))
     X_eval = np.vstack([X_train[val], X_test / rms * math.sqrt(d)])
     run = train_gd(model, X_train[fit], y_train[fit], lr / fit.size, max_steps,
-                   record_every=10, X_eval=X_eval)
+                   record_every=10, X_eval=X_eval, track_features=False)
     pred = feature_movement(run).predictions
     acc = np.mean(np.sign(pred[:, :n_val]) == y_train[val], axis=1)
     return pred[int(np.argmax(acc)), n_val:]
