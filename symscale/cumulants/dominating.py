@@ -51,8 +51,11 @@ def _prime(act):
     return act.derivative()
 
 
-def _value_and_grad(mlp: RandomMLP, x: np.ndarray, layer: int, neuron: int):
-    """``(z, dz/dx)`` per row of ``x`` by backprop by hand: ``g <- (g * phi'(z_l)) W_l``."""
+def _value_and_grad(mlp: RandomMLP, x: np.ndarray, layer: int, neuron):
+    """``(z, dz/dx)`` per row of ``x`` by backprop by hand: ``g <- (g * phi'(z_l)) W_l``.
+
+    ``neuron`` is one index or one per row (the searches of several neurons in one pass).
+    """
     zs, h = [], x
     for i in range(layer - 1):
         if i > 0:
@@ -66,7 +69,8 @@ def _value_and_grad(mlp: RandomMLP, x: np.ndarray, layer: int, neuron: int):
     g = np.broadcast_to(w, a.shape)
     for i in range(layer - 1, 0, -1):
         g = (g * _prime(mlp.activations[i - 1])(zs[i - 1])) @ mlp.weights[i - 1]
-    return a @ w + mlp.biases[layer - 1][neuron], np.array(g)
+    z = np.einsum("bi,bi->b", a, np.broadcast_to(w, a.shape)) + mlp.biases[layer - 1][neuron]
+    return z, np.array(g)
 
 
 def _flops(mlp: RandomMLP, layer: int) -> int:
@@ -94,12 +98,13 @@ def _starts(mlp, layer, neuron, n_starts):
     return dirs, f
 
 
-def _ascend(mlp, layer, neuron, x, r, f, g, max_iter=60, tol=1e-9):
+def _ascend(mlp, layer, neuron, x, r, f, g, frozen, max_iter=60, tol=1e-9):
     """Maximize ``z`` on the spheres ``|x_b| = r_b`` by monotone arcs toward the gradient: the
     full arc lands on ``r g/|g|`` (exact for a linear ``z``), a step that does not increase
     ``z`` is halved. Stops at stationarity (tangential gradient below ``tol`` relative) or
-    when the arc is below 1e-4 of the full one (a kink of a piecewise-linear ``z``)."""
-    step, active, evals = np.ones(len(x)), np.ones(len(x), bool), 0
+    when the arc is below 1e-4 of the full one (a kink of a piecewise-linear ``z``). Rows in
+    ``frozen`` stay as they are; ``neuron`` is one per row. Returns the evaluations per row."""
+    step, active, evals = np.ones(len(x)), ~frozen, np.zeros(len(x), np.int64)
     for _ in range(max_iter):
         u = x / r[:, None]
         radial = np.einsum("bi,bi->b", g, u)
@@ -112,8 +117,8 @@ def _ascend(mlp, layer, neuron, x, r, f, g, max_iter=60, tol=1e-9):
         angle = np.arctan2(gtn[b], radial[b]) * step[b]
         xt = r[b, None] * (np.cos(angle)[:, None] * u[b]
                            + np.sin(angle)[:, None] * gt[b] / gtn[b, None])
-        ft, g_new = _value_and_grad(mlp, xt, layer, neuron)
-        evals += len(b)
+        ft, g_new = _value_and_grad(mlp, xt, layer, neuron[b])
+        evals[b] += 1
         up = ft > f[b]
         x[b[up]], f[b[up]], g[b[up]] = xt[up], ft[up], g_new[up]
         step[b[up]] = 1.0
@@ -123,44 +128,86 @@ def _ascend(mlp, layer, neuron, x, r, f, g, max_iter=60, tol=1e-9):
 
 def _dominating_points(mlp, layer, neuron, theta, n_starts, max_components):
     """Local minima of ``|x|`` on ``{z >= theta}`` (best first, one per arm within a mass
-    ratio 1e-3), whether the best converged, and the evaluations. Each start is lifted to the
-    maximum of ``z`` on its sphere and the radius moved by Newton's step on ``max z(|x| = r) =
-    theta`` (slope ``|grad z|``), clipped to [r/2, 2r], to ``|z - theta| <= 1e-9 (1+|theta|)``."""
+    ratio 1e-3), whether the best converged, and the evaluations
+    (:func:`_dominating_points_many` for one neuron)."""
+    return _dominating_points_many(mlp, layer, [neuron], [theta], n_starts, max_components)[0]
+
+
+def _dominating_points_many(mlp, layer, neurons, thetas, n_starts, max_components):
+    """:func:`_dominating_points` of each ``(neuron, theta)``: ``[(points, converged, evals)]``.
+
+    Each start is lifted to the maximum of ``z`` on its sphere and the radius moved by
+    Newton's step on ``max z(|x| = r) = theta`` (slope ``|grad z|``), clipped to [r/2, 2r],
+    to ``|z - theta| <= 1e-9 (1+|theta|)``. The searches of all neurons run as rows of one
+    array (one batched product per step instead of one per neuron); a neuron whose starts
+    have all converged is frozen, so each search takes the steps it would take alone.
+    """
     d = mlp.input_dim
-    if _value(mlp, np.zeros((1, d)), layer, neuron)[0] >= theta:
-        return [np.zeros(d)], True, 1
-    dirs, f = _starts(mlp, layer, neuron, n_starts)
-    spread = float(np.std(f))  # a Gaussian guess of the radius; Newton corrects it
-    r0 = (theta - float(np.mean(f))) / spread if spread > 0 else 1.0
-    r = np.full(n_starts, min(max(r0, 0.5), _R_MAX / 2))
+    out = [None] * len(neurons)
+    todo = []
+    for j, (i, th) in enumerate(zip(neurons, thetas)):
+        if _value(mlp, np.zeros((1, d)), layer, int(i))[0] >= th:
+            out[j] = ([np.zeros(d)], True, 1)
+        else:
+            todo.append(j)
+    if not todo:
+        return out
+    m = len(todo)
+    group = np.repeat(np.arange(m), n_starts)
+    rows_neuron = np.repeat([int(neurons[j]) for j in todo], n_starts)
+    theta = np.repeat([float(thetas[j]) for j in todo], n_starts)
+    r = np.empty(m * n_starts)
+    dirs = np.empty((m * n_starts, d))
+    for k, j in enumerate(todo):
+        rows = slice(k * n_starts, (k + 1) * n_starts)
+        dirs[rows], f0 = _starts(mlp, layer, int(neurons[j]), n_starts)
+        spread = float(np.std(f0))  # a Gaussian guess of the radius; Newton corrects it
+        r0 = (float(thetas[j]) - float(np.mean(f0))) / spread if spread > 0 else 1.0
+        r[rows] = min(max(r0, 0.5), _R_MAX / 2)
     x = r[:, None] * dirs
-    f, g = _value_and_grad(mlp, x, layer, neuron)
-    evals, ftol = 2 * n_starts + 1, 1e-9 * (1.0 + abs(theta))
+    f, g = _value_and_grad(mlp, x, layer, rows_neuron)
+    evals = np.full(m, 2 * n_starts + 1)
+    ftol = 1e-9 * (1.0 + np.abs(theta))
+    finished = np.zeros(m, bool)
     for _ in range(60):
-        x, f, g, e = _ascend(mlp, layer, neuron, x, r, f, g)
-        evals += e
+        x, f, g, e = _ascend(mlp, layer, rows_neuron, x, r, f, g, finished[group])
+        evals += np.bincount(group, e, minlength=m).astype(np.int64)
         done = np.abs(f - theta) <= ftol
         stuck = (r >= _R_MAX) & (f < theta)
-        if np.all(done | stuck):
+        finished |= np.logical_and.reduceat(done | stuck, np.arange(0, m * n_starts, n_starts))
+        if finished.all():
             break
+        move = ~finished[group]
         slope = np.einsum("bi,bi->b", g, x) / r
         step = np.where(slope > 0, r + (theta - f) / np.where(slope > 0, slope, 1.0),
                         np.where(f < theta, 1.5 * r, r / 1.5))  # no usable slope: bracket
-        r_new = np.where(done | stuck, r, np.minimum(np.clip(step, r / 2, 2 * r), _R_MAX))
+        r_new = np.where(done | stuck | ~move, r,
+                         np.minimum(np.clip(step, r / 2, 2 * r), _R_MAX))
         x *= (r_new / r)[:, None]
         r = r_new
-        f, g = _value_and_grad(mlp, x, layer, neuron)
-        evals += n_starts
+        b = np.flatnonzero(move)
+        f[b], g[b] = _value_and_grad(mlp, x[b], layer, rows_neuron[b])
+        evals[~finished] += n_starts
+    for k, j in enumerate(todo):
+        rows = slice(k * n_starts, (k + 1) * n_starts)
+        out[j] = _points(x[rows], r[rows], f[rows], float(thetas[j]), ftol[k * n_starts],
+                         max_components) + (int(evals[k]),)
+    return out
+
+
+def _points(x, r, f, theta, ftol, max_components):
+    """The distinct feasible end points of one search, best first, and whether the best
+    converged (or the closest approach when none reached ``theta``)."""
     feasible = f >= theta - ftol
     if not feasible.any():  # theta out of reach within _R_MAX: the closest approach
-        return [x[int(np.argmax(f))]], False, evals
+        return [x[int(np.argmax(f))]], False
     points = []
     for b in np.flatnonzero(feasible)[np.argsort(r[feasible], kind="stable")]:
         if len(points) == max_components or r[b] ** 2 - r.min() ** 2 > 2 * math.log(1e3):
             break
         if all(x[b] @ p / (r[b] * np.linalg.norm(p)) < 0.99 for p in points):
             points.append(x[b].copy())
-    return points, bool(abs(f[np.argmin(np.where(feasible, r, np.inf))] - theta) <= ftol), evals
+    return points, bool(abs(f[np.argmin(np.where(feasible, r, np.inf))] - theta) <= ftol)
 
 
 def _curvature(mlp, layer, neuron, x):

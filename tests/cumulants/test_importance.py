@@ -285,3 +285,20 @@ def test_warning_free_on_resolved_input(relu):
         res = tail_probability_is(relu, 3, _gaussian_theta(relu, 3, 1e-4)[:2], 2000,
                                   neurons=[0, 1])
     assert np.all(res.effective_sample_size >= 10)
+
+
+@pytest.mark.parametrize("act, depth", [("relu", 3), ("tanh", 2)])
+def test_batched_search_equals_one_search_per_neuron(act, depth):
+    """The neurons' dominating-point searches run as rows of one array; each must end where
+    its search alone ends (a finished neuron is frozen while the others go on)."""
+    from symscale.cumulants.dominating import _dominating_points, _dominating_points_many
+
+    mlp = RandomMLP.random(depth, act, width=16, seed=2, bias_var=0.1)
+    neurons, thetas = [0, 3, 5, 7, 2], [3.0, 5.0, -100.0, 8.0, 1.5]  # -100: met at x = 0
+    batched = _dominating_points_many(mlp, depth + 1, neurons, thetas, 8, 4)
+    for i, th, (pts, ok, evals) in zip(neurons, thetas, batched):
+        pts1, ok1, evals1 = _dominating_points(mlp, depth + 1, i, th, 8, 4)
+        assert ok == ok1 and len(pts) == len(pts1)
+        np.testing.assert_allclose(np.array(pts), np.array(pts1), rtol=1e-7, atol=1e-7)
+        assert abs(evals - evals1) <= 0.1 * evals1  # the same steps, up to a rounding flip
+    assert batched[2] == ([batched[2][0][0]], True, 1) and not batched[2][0][0].any()
