@@ -50,7 +50,7 @@ from ._deprecation import reordered_arguments, std_to_var
 from .activations import Activation, as_activation
 from .netsor.network import sample_network, width_names
 from .netsor.program import Program
-from .validation import check_array, check_int, check_real
+from .validation import check_array, check_bool, check_int, check_real
 from .display import ResultDisplay
 from .linalg import single_blas_thread
 
@@ -415,8 +415,7 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     ValueError: lr must be > 0, got -1.0
     """
     times, X, Y, X_eval = _validate(model, X, Y, lr, steps, record_every, X_eval)
-    if not isinstance(track_features, (bool, np.bool_)):
-        raise TypeError(f"track_features must be True or False, got {track_features!r}")
+    track_features = check_bool(track_features, "track_features")
     recorded = set(times.tolist())
     # private copies, updated in place: a step allocates no new parameter arrays
     work = model.with_params([p.copy() for p in model.params])
