@@ -68,9 +68,10 @@ _DOLLAR = re.compile(r"(?<!\\)\$")
 _MATH = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$", re.S)
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _MATHTEXT = []  # one parser, made on first use (importing matplotlib is slow)
-# math of letters, digits, spaces and plain operators always parses (checked in the tests);
-# it skips the parser's layout, a third of the lint time of a quick report
-_PLAIN_MATH = re.compile(r"[A-Za-z0-9 .,=+\-()<>/|:;!?']+\Z")
+_PARSED = set()  # math that parsed: a report repeats much of it (mathtext's own cache holds 50)
+# inline math of letters, digits, spaces and plain operators (not spaces alone) always parses
+# between dollars (checked in the tests); it skips the parser's layout, ~4 ms a formula
+_PLAIN_MATH = re.compile(r"(?=.*[^ ])[A-Za-z0-9 .,=+\-()<>/|:;!?']+\Z")
 
 
 def _fail(where: str, problem: str, label: str):
@@ -78,7 +79,8 @@ def _fail(where: str, problem: str, label: str):
 
 
 def _mathtext_parse(tex: str, where: str, label: str) -> None:
-    if _PLAIN_MATH.match(tex):
+    """Parse ``tex`` (dollars included) as matplotlib renders it; fail naming ``label``."""
+    if tex in _PARSED:
         return
     if not _MATHTEXT:
         from matplotlib.mathtext import MathTextParser
@@ -89,6 +91,7 @@ def _mathtext_parse(tex: str, where: str, label: str) -> None:
     except ValueError as exc:
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "parse error"
         _fail(where, f"math that matplotlib's mathtext cannot parse ({reason})", label)
+    _PARSED.add(tex)
 
 
 def _lint_prose(prose: str, where: str, label: str) -> None:
@@ -167,7 +170,7 @@ def lint_text(markdown: str, where: str = "text") -> None:
         display = m.group(1) is not None
         tex = m.group(1) if display else m.group(2)
         _lint_math(tex, where, markdown)
-        if not display:
+        if not display and not _PLAIN_MATH.match(tex):
             _mathtext_parse(f"${tex}$", where, markdown)
     prose.append(body[pos:])
     prose = " ".join(prose)

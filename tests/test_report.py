@@ -982,10 +982,41 @@ def test_every_shipped_derivation_declares_its_time_in_both_modes(tmp_path, monk
 
 @given(st.text(alphabet="abcxyzABCXYZ0123456789 .,=+-()<>/|:;!?'", min_size=1, max_size=12))
 def test_plain_math_that_the_lint_skips_always_parses(tex):
-    # the lint skips the parser for these characters; mathtext must accept every such string
+    # the lint skips the parser for inline math of these characters; mathtext must accept
+    # every such string between dollars, as the text lint would have parsed it
     from matplotlib.mathtext import MathTextParser
 
     from symscale.report import _PLAIN_MATH
 
+    if not tex.strip(" "):  # spaces alone do not parse as math: the lint must not skip them
+        assert not _PLAIN_MATH.match(tex)
+        with pytest.raises(ValueError):
+            MathTextParser("path").parse(f"${tex}$")
+        return
     assert _PLAIN_MATH.match(tex)
-    MathTextParser("path").parse(tex)
+    MathTextParser("path").parse(f"${tex}$")
+
+
+def test_text_lint_parses_only_math_that_needs_it(monkeypatch):
+    import symscale.report as rep
+
+    calls = []
+
+    class Counting:
+        def parse(self, tex):
+            calls.append(tex)
+            if "{" in tex and "}" not in tex:
+                raise ValueError("Expected '}'")
+
+    monkeypatch.setattr(rep, "_MATHTEXT", [Counting()])
+    monkeypatch.setattr(rep, "_PARSED", set())
+    rep.lint_text("With $P = 3$ inputs and $n$ neurons, $L = 12$.")
+    assert calls == []  # plain math skips the parser
+    rep.lint_text(r"Here $\rho_{ab}$ and again $\rho_{ab}$, then $\sqrt{x}$.")
+    rep.lint_text(r"Once more $\rho_{ab}$.")
+    assert calls == [r"$\rho_{ab}$", r"$\sqrt{x}$"]  # each distinct formula parsed once
+    with pytest.raises(ValueError, match="cannot parse"):
+        rep.lint_text(r"Broken $\frac{1$ here.")
+    with pytest.raises(ValueError, match="cannot parse"):  # a failure is not remembered
+        rep.lint_text(r"Broken $\frac{1$ here.")
+    assert calls[-2:] == [r"$\frac{1$"] * 2
