@@ -220,10 +220,7 @@ def _fmt(fit):
 
 def _bootstrap_se(X, Y, P, seed):
     """Bootstrap standard error of the sliced W1 of two samples (both resampled)."""
-    rng = np.random.default_rng(seed)
-    reps = [metrics.sliced_wasserstein(X[rng.integers(0, len(X), len(X))],
-                                       Y[rng.integers(0, len(Y), len(Y))], projections=P)
-            for _ in range(N_BOOT)]
+    reps = metrics.sliced_wasserstein_bootstrap(X, Y, n_boot=N_BOOT, seed=seed, projections=P)
     return float(np.std(reps, ddof=1))
 
 

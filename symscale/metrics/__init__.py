@@ -21,12 +21,14 @@ True
 
 from .gaussian import GaussianSample, gaussian_w2, relative_frobenius, sample_gaussian
 from .rates import NoiseFloor, RateFit, SlopeFit, fit_loglog_slope, fit_rate, noise_floor
-from .wasserstein import projections, sliced_wasserstein, wasserstein_1d
+from .wasserstein import (projections, sliced_wasserstein, sliced_wasserstein_bootstrap,
+                          wasserstein_1d)
 
 __all__ = [
     "wasserstein_1d",
     "projections",
     "sliced_wasserstein",
+    "sliced_wasserstein_bootstrap",
     "gaussian_w2",
     "relative_frobenius",
     "sample_gaussian",

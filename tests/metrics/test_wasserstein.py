@@ -319,3 +319,67 @@ def test_importing_metrics_does_not_import_pot():
     code = "import sys, symscale.metrics; print('ot' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------------------- bootstrap
+
+
+def _resamples(n, m, n_boot, seed):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, n, n), rng.integers(0, m, m)) for _ in range(n_boot)]
+
+
+@pytest.mark.parametrize("n, m, d, p", [(300, 300, 3, 1), (250, 170, 4, 1), (90, 60, 1, 1),
+                                        (120, 80, 2, 2), (60, 60, 3, 1.5)])
+def test_bootstrap_replicates_equal_sliced_distance_of_the_resamples(n, m, d, p):
+    from symscale.metrics import sliced_wasserstein_bootstrap
+
+    rng = np.random.default_rng(n + m)
+    X, Y = rng.standard_normal((n, d)), 1.3 * rng.standard_normal((m, d)) + 0.4
+    P = projections(d, 30, seed=2)
+    reps = sliced_wasserstein_bootstrap(X, Y, n_boot=12, seed=5, projections=P, p=p)
+    want = [sliced_wasserstein(X[a], Y[b], projections=P, p=p)
+            for a, b in _resamples(n, m, 12, 5)]
+    np.testing.assert_allclose(reps, want, rtol=1e-12)
+    # random directions: those of sliced_wasserstein with the same projection seed
+    reps = sliced_wasserstein_bootstrap(X, Y, n_boot=4, seed=5, n_projections=20,
+                                        projection_seed=9, p=p)
+    want = [sliced_wasserstein(X[a], Y[b], n_projections=20, seed=9, p=p)
+            for a, b in _resamples(n, m, 4, 5)]
+    np.testing.assert_allclose(reps, want, rtol=1e-12)
+
+
+def test_bootstrap_chunks_of_directions_and_scaling_do_not_change_it(monkeypatch):
+    import symscale.metrics.wasserstein as ws
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((200, 3)), rng.standard_normal((150, 3)) + 1.0
+    whole = ws.sliced_wasserstein_bootstrap(X, Y, n_boot=6, seed=1, n_projections=25)
+    monkeypatch.setattr(ws, "_BOOT_CHUNK_ENTRIES", 3 * 350)  # chunks of 3 directions
+    np.testing.assert_allclose(ws.sliced_wasserstein_bootstrap(
+        X, Y, n_boot=6, seed=1, n_projections=25), whole, rtol=1e-13)
+    # beyond float64 without the power-of-two scaling: 1e300 * W is returned, finite
+    huge = ws.sliced_wasserstein_bootstrap(1e300 * X, 1e300 * Y, n_boot=6, seed=1,
+                                           n_projections=25)
+    np.testing.assert_allclose(huge / 1e300, whole, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    (dict(n_boot=1), ValueError, "n_boot"),
+    (dict(n_boot=True), TypeError, "n_boot"),
+    (dict(n_boot=2**26), ValueError, "n_boot"),
+    (dict(p=0.5), ValueError, "p"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(projection_seed="x"), TypeError, "projection_seed"),
+    (dict(projections=np.ones((2, 3))), ValueError, "projections"),
+])
+def test_bootstrap_invalid_inputs_name_the_argument(kwargs, error, name):
+    from symscale.metrics import sliced_wasserstein_bootstrap
+
+    X = np.zeros((4, 3))
+    with pytest.raises(error, match=name):
+        sliced_wasserstein_bootstrap(X, X + 1, **kwargs)
+    with pytest.raises(ValueError, match="X"):
+        sliced_wasserstein_bootstrap([[np.nan, 0, 0]], X)
+    with pytest.raises(ValueError, match="Y must have 3 columns"):
+        sliced_wasserstein_bootstrap(X, np.zeros((4, 2)))

@@ -170,6 +170,8 @@ RECIPES = {
         lambda z, idx: z[..., 0] * z[..., 4], C5, **k), dict(seed=0), {}),
     "sliced_wasserstein": (lambda **k: metrics.sliced_wasserstein(SAMPLES, SAMPLES + 1, **k),
                            dict(seed=0), {"n_projections": 4}),
+    "sliced_wasserstein_bootstrap": (lambda **k: metrics.sliced_wasserstein_bootstrap(
+        SAMPLES, SAMPLES + 1, **k), dict(seed=0), {"n_boot": 3, "n_projections": 4}),
     # issue 18
     "ConvLoFi": (lambda **k: lofi.ConvLoFi(**k).fit(IMAGES8, Y8), dict(seed=0),
                  {"n_filters": 3, "kernel_size": 2, "pool": 1, "k": 2}),
