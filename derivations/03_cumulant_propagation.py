@@ -71,7 +71,7 @@ def _diagram_lists(section):
                        + "".join(f.latex() for f in fs) for c, fs in terms)
         rhs = rhs[2:] if rhs.startswith("+ ") else rhs  # no sign before the first term
         section.text(f"Repeated neurons through power cumulants (Möbius sum): $${lhs} = {rhs}$$")
-    from symscale.cumulants.factored import _tree_classes
+    from symscale.cumulants.factored_fourth import _tree_classes
 
     counts = _tree_classes()
     section.text(

@@ -6,7 +6,8 @@ Layers: :mod:`~symscale.cumulants.diagrams` (the symbolic diagram sums),
 :mod:`~symscale.cumulants.wick` (Wick coefficients and the ReLU closed forms),
 :mod:`~symscale.cumulants.state` (tracked cumulants, the exact linear step),
 :mod:`~symscale.cumulants.nonlinear` (the diagram-sum step), :mod:`~symscale.cumulants.propagate`
-(the estimators), :mod:`~symscale.cumulants.factored`, :mod:`~symscale.cumulants.tails`,
+(the estimators), :mod:`~symscale.cumulants.factored` and
+:mod:`~symscale.cumulants.factored_fourth`, :mod:`~symscale.cumulants.tails`,
 :mod:`~symscale.cumulants.network` (the fixed random MLP),
 :mod:`~symscale.cumulants.sampling`, :mod:`~symscale.cumulants.reference` (seeded, dask,
 its disk cache is :mod:`~symscale.cumulants.cache`), :mod:`~symscale.cumulants.scores` (MSE/Var) and

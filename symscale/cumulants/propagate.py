@@ -17,9 +17,9 @@ even slices of :math:`\kappa_{K+2}`, and raises the diagram cap to :math:`K+1`;
 ``variant="gaussian"`` (``K=2`` only) is the exact-Gaussian baseline: diagonal moments and
 off-diagonal covariances of :math:`\phi` under the bivariate Gaussian with the tracked mean and
 covariance (all Mehler orders). ``factored=True`` stores the top cumulant in factors
-(:mod:`~symscale.cumulants.factored`): for ``K=3`` the all-distinct part of :math:`\kappa_3`
-as a sum of rank-one terms, for ``K=4`` :math:`\kappa_4` as stacks of matrices with two factor
-matrices (exact: equal to the dense ``K=4`` to round-off). ``K=3, variant="augmented",
+(:mod:`~symscale.cumulants.factored`, :mod:`~symscale.cumulants.factored_fourth`): for
+``K=3`` the all-distinct part of :math:`\kappa_3` as a sum of rank-one terms, for ``K=4``
+:math:`\kappa_4` as stacks of matrices with two factor matrices (exact: equal to the dense ``K=4`` to round-off). ``K=3, variant="augmented",
 factored=True`` keeps the augmented cap and the paths (hypertree diagrams) of the all-distinct
 :math:`\kappa_3` but not the :math:`n^3` slice :math:`\kappa_{iijk}` (docs/cumulants.md).
 
@@ -231,7 +231,8 @@ def _run(net, K, variant, factored, keep_layers, upto, stop, coherent_only, t0, 
     batch = () if net is mlp else (len(net),)
     L = mlp.depth
     if factored:
-        from .factored import factored_k3_run, factored_k4_run
+        from .factored import factored_k3_run
+        from .factored_fourth import factored_k4_run
 
         run = factored_k3_run if K == 3 else factored_k4_run
         estimate, flops, layers = run(net, stop, variant, upto is not None, bk, keep_layers)

@@ -9,8 +9,9 @@ import pytest
 
 from symscale.cumulants import RandomMLP, propagate, tail_probability
 from symscale.cumulants.diagrams import diagrams
-from symscale.cumulants.factored import (_TILE, FactoredFourth, _add_transpose,
-                                         _correction_stack, _tree_classes, factored_k4_run)
+from symscale.cumulants.factored_fourth import (_TILE, FactoredFourth, _add_transpose,
+                                                _correction_stack, _tree_classes,
+                                                factored_k4_run)
 from symscale.cumulants.state import Tracking
 
 
@@ -246,3 +247,14 @@ def test_augmented_k4_loses_to_basic_at_depth_3():
                for v in ("basic", "augmented")]
         ratios.append(err[1] / err[0])
     assert min(ratios) > 1.0, ratios
+
+
+def test_k4_names_moved_from_factored_warn_and_still_work():
+    import symscale.cumulants.factored as old
+    import symscale.cumulants.factored_fourth as new
+
+    for name in ("FactoredFourth", "factored_k4_run"):
+        with pytest.warns(DeprecationWarning, match=f"factored_fourth.{name}"):
+            assert getattr(old, name) is getattr(new, name)
+    with pytest.raises(AttributeError):
+        old.no_such_name

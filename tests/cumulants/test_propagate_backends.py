@@ -70,7 +70,7 @@ def test_the_correction_stack_off_numpy_sets_the_same_entries(array_backend):
     """Off numpy the repeated-neuron stack is built by masks (jax arrays cannot be assigned):
     every entry equals numpy's indexed writes, including the coincident ones."""
     from symscale.arrays import backend
-    from symscale.cumulants.factored import _correction_stack
+    from symscale.cumulants.factored_fourth import _correction_stack
 
     rng = np.random.default_rng(4)
     n = 5
@@ -96,13 +96,13 @@ def test_factored_without_layers_copies_only_the_estimate(array_backend, K, monk
     """keep_layers=False: no layer is moved to the host (one device-to-host copy: the
     estimate), and the estimate is unchanged."""
     from symscale import arrays
-    from symscale.cumulants import factored
+    from symscale.cumulants import factored, factored_fourth
 
     net = RandomMLP.random(2, "relu", width=5, seed=3)
     ref = propagate(net, K=K, factored=True)
     copies = []
     real = arrays.to_numpy
-    for module in (arrays, factored):  # the layers' host copies and the estimate's
+    for module in (arrays, factored, factored_fourth):  # the layers' and estimate's copies
         monkeypatch.setattr(module, "to_numpy", lambda a: copies.append(1) or real(a))
     got = propagate(net, K=K, factored=True, keep_layers=False, backend=array_backend)
     assert got.layers == () and len(copies) == 1
