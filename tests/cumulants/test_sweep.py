@@ -69,10 +69,9 @@ def _paired(table, a, b, **where):
 
 def test_augmented_is_never_worse_than_basic_beyond_the_standard_error(tables):
     main, _, k3u, _ = tables
-    for K in (1, 2):
-        for w in WIDTHS:
-            diff, se = _paired(main, f"K={K} augmented", f"K={K} basic", width=w, depth=3)
-            assert diff <= se, (K, w, diff, se)
+    for w in WIDTHS:  # (K = 1 augmented is K = 1 basic: the sweep lists it once)
+        diff, se = _paired(main, "K=2 augmented", "K=2 basic", width=w, depth=3)
+        assert diff <= se, (w, diff, se)
     diff, se = _paired(k3u, "K=3 augmented", "K=3 basic", width=64, depth=3)
     assert diff <= se
     # and it helps where it adds diagrams (K = 2)
@@ -96,16 +95,16 @@ def test_table_outputs_and_plots(tables, tmp_path):
     matplotlib.use("Agg")
     main, *_ = tables
     md = main.to_markdown()
-    assert md.count("\n") == 1 + len(WIDTHS) * 4
+    assert md.count("\n") == 1 + len(WIDTHS) * 3  # K=1, K=2 basic, K=2 augmented
     main.to_csv(tmp_path / "t.csv")
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert len(lines) == 1 + len(main.rows)
     ax = plot_mse_vs_flops(main, 64, 3)
     assert len(ax.lines) >= 1 and ax.get_xscale() == "log"
     ax = plot_mse_vs_width(main, 3)
-    assert len(ax.containers) == 4
+    assert len(ax.containers) == 3  # one curve per estimator
     ax = plot_mse_vs_depth(main, 64)
-    assert len(ax.containers) == 4
+    assert len(ax.containers) == 3
     with pytest.raises(ValueError, match="no rows"):
         main.mean(estimator="nope")
 
@@ -262,3 +261,21 @@ def test_sweep_runs_the_factored_augmented_estimator():
     for bad in (("gaussian",), (), ("basic", 3)):
         with pytest.raises(ValueError, match="factored_variants"):
             sweep([8], [2], Ks=(3,), factored=True, factored_variants=bad, progress=False)
+
+
+def test_k1_augmented_is_k1_basic_so_a_sweep_lists_it_once():
+    # the augmented K = 1 estimate is the basic one (bit for bit): a sweep asked for both
+    # variants shows one K = 1 row per network, and K = 1 augmented alone still runs
+    from symscale.cumulants import propagate, sweep
+    from symscale.cumulants.sweep import _estimators
+
+    for seed, act in ((0, "relu"), (1, "tanh")):
+        mlp = RandomMLP.random(3, act, width=12, seed=seed)
+        basic, aug = propagate(mlp, K=1), propagate(mlp, K=1, variant="augmented")
+        assert np.array_equal(basic.estimate, aug.estimate) and basic.flops == aug.flops
+    assert _estimators((1, 2), ("basic", "augmented"), False) == [
+        (1, "basic", False), (2, "basic", False), (2, "augmented", False)]
+    assert _estimators((1,), ("augmented",), False) == [(1, "augmented", False)]
+    table = sweep([8], [2], Ks=(1,), variants=("basic", "augmented"), seeds=(0,),
+                  n_truth=2000, progress=False)
+    assert table.estimators() == ["K=1 basic"]
