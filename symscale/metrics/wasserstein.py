@@ -337,6 +337,16 @@ def _project(thetaT: np.ndarray, XT: np.ndarray, out: np.ndarray) -> None:
         np.matmul(thetaT, XT[:, c:c + cols], out=out[:, c:c + cols])
 
 
+def _in_range(X, Y, theta):
+    """``(X, Y, theta, e)``: SW_p(c X, c Y) = c SW_p(X, Y), and likewise for the directions, so
+    powers of two keep the projections (at most d max|X| max|theta|) in float64 range, exactly;
+    the distance of the returned arrays times ``2**e`` is that of the given ones."""
+    ex, et = _exponent(_max_abs(X, Y)), _exponent(_max_abs(theta))
+    if -_TINY_EXP <= ex + et and ex + et + _exponent(X.shape[1]) <= _HUGE_EXP:
+        return X, Y, theta, 0
+    return np.ldexp(X, -ex), np.ldexp(Y, -ex), np.ldexp(theta, -et), ex + et
+
+
 def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n_jobs=2,
                        return_per_projection=False, *, x_weights=None, y_weights=None,
                        chunk_bytes=None):
@@ -431,13 +441,7 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
     return_per_projection = check_bool(return_per_projection, "return_per_projection")
     chunk_bytes = DEFAULT_CHUNK_BYTES if chunk_bytes is None else \
         check_int(chunk_bytes, "chunk_bytes", low=1)
-    # SW_p(c X, c Y) = c SW_p(X, Y), and likewise for the directions: powers of two keep
-    # projections (at most d * max|X| * max|theta|) in range, exactly
-    ex, et = _exponent(_max_abs(X, Y)), _exponent(_max_abs(theta))
-    if -_TINY_EXP <= ex + et and ex + et + _exponent(d) <= _HUGE_EXP:
-        ex = et = 0
-    else:
-        X, Y, theta = np.ldexp(X, -ex), np.ldexp(Y, -ex), np.ldexp(theta, -et)
+    X, Y, theta, e = _in_range(X, Y, theta)
 
     K = theta.shape[1]
     rows = max(1, min(K, chunk_bytes // (8 * max(n, m))))
@@ -498,14 +502,14 @@ def sliced_wasserstein(X, Y, n_projections=200, seed=0, p=1, projections=None, n
             for _ in pool.map(task, chunks):
                 pass
 
-    value = _unscale(_power_mean(wp, p), ex + et, "the sliced Wasserstein distance of X and Y")
+    value = _unscale(_power_mean(wp, p), e, "the sliced Wasserstein distance of X and Y")
     if not return_per_projection:
         return value
-    return value, _unscale(wp, ex + et, "a per-projection Wasserstein distance of X and Y")
+    return value, _unscale(wp, e, "a per-projection Wasserstein distance of X and Y")
 
 
-#: Bootstrap work bound: resampled rows held at once (n_boot x (n + m), int32) and entries of
-#: one chunk of merged projections (directions x (n + m)).
+#: Bootstrap work bound: resample weights held at once (n_boot x (n + m) float64, 1 GiB at the
+#: bound) and entries of one chunk of merged projections (directions x (n + m)).
 _BOOT_MAX_COUNTS = 2**27
 _BOOT_CHUNK_ENTRIES = 2**20
 
@@ -592,20 +596,15 @@ def sliced_wasserstein_bootstrap(X, Y, n_boot=200, seed=0, *, n_projections=200,
             raise ValueError(f"projections must have shape ({d}, K) for {d}-dimensional "
                              f"samples, got {theta.shape}")
     rng = check_random_state(seed)
-    draws = [(rng.integers(0, n, n), rng.integers(0, m, m)) for _ in range(n_boot)]
     if p != 1.0:
-        return np.array([sliced_wasserstein(X[ia], Y[ib], projections=theta, p=p)
-                         for ia, ib in draws])
+        return np.array([sliced_wasserstein(X[rng.integers(0, n, n)], Y[rng.integers(0, m, m)],
+                                            projections=theta, p=p) for _ in range(n_boot)])
     # signed weights in the merged sample: +count/n for X's rows, -count/m for Y's
     weights = np.empty((n_boot, n + m))
-    for b, (ia, ib) in enumerate(draws):
-        weights[b, :n] = np.bincount(ia, minlength=n) / n
-        weights[b, n:] = np.bincount(ib, minlength=m) / -m
-    ex, et = _exponent(_max_abs(X, Y)), _exponent(_max_abs(theta))  # as sliced_wasserstein
-    if -_TINY_EXP <= ex + et and ex + et + _exponent(d) <= _HUGE_EXP:
-        ex = et = 0
-    else:
-        X, Y, theta = np.ldexp(X, -ex), np.ldexp(Y, -ex), np.ldexp(theta, -et)
+    for b in range(n_boot):
+        weights[b, :n] = np.bincount(rng.integers(0, n, n), minlength=n) / n
+        weights[b, n:] = np.bincount(rng.integers(0, m, m), minlength=m) / -m
+    X, Y, theta, e = _in_range(X, Y, theta)
     ZT = np.ascontiguousarray(np.vstack([X, Y]).T)            # (d, n + m)
     thetaT = np.ascontiguousarray(theta.T)
     K = theta.shape[1]
@@ -616,7 +615,7 @@ def sliced_wasserstein_bootstrap(X, Y, n_boot=200, seed=0, *, n_projections=200,
         _project(thetaT[lo:lo + rows], ZT, z)                 # (k, n + m), BLAS single-threaded
         order = np.argsort(z, axis=1)
         gaps = np.diff(np.take_along_axis(z, order, axis=1), axis=1)
-        left = np.ascontiguousarray(order[:, :-1], dtype=np.intp if n + m >= 2**31 else np.int32)
+        left = np.ascontiguousarray(order[:, :-1], dtype=np.int32)  # n + m < 2**27
         F = np.empty_like(gaps)
         for b in range(n_boot):
             np.take(weights[b], left, out=F, mode="clip")  # valid indices; "raise" copies
@@ -624,4 +623,4 @@ def sliced_wasserstein_bootstrap(X, Y, n_boot=200, seed=0, *, n_projections=200,
             np.abs(F, out=F)
             F *= gaps
             total[b] += F.sum()
-    return _unscale(total / K, ex + et, "a sliced Wasserstein distance of X and Y")
+    return _unscale(total / K, e, "a sliced Wasserstein distance of X and Y")
