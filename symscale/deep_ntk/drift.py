@@ -45,6 +45,15 @@ Gram matrix is constant for one hidden layer and not from two" therefore fails f
 unnormalized product; for the :math:`1/n`-normalized one (the NNGP) the drift is
 :math:`D_t/n\to0` at every depth. Two hidden layers drift too (measured, docs/deep_ntk.md).
 
+**Two hidden layers at** :math:`t=0` (:func:`gram_drift_rate`). Averaging over the readout
+gives :math:`\mathbb E_w\dot Q_0=-\frac1{2n}\sum_j\langle\nabla Q(x,x'),\nabla
+Q(x_j,x_j)\rangle` exactly at every width and depth. Its infinite-width limit at two hidden
+layers is the one-layer rate with :math:`c` replaced by the NTK of the layer below (each neuron
+on its own) plus a *collective* part from pairs of neurons coupled through shared first-layer
+units, derived with Stein's lemma on the second-layer weights; random networks confirm it and
+refute the first part alone. The drift of :math:`B` (the matrix :math:`M` above) at two layers
+has further collective terms, including first-layer kinks, and is not derived.
+
 Examples
 --------
 >>> import numpy as np
@@ -70,7 +79,8 @@ from ..display import ResultDisplay
 from ..expectations.orthant import _expect
 from ..validation import check_array, check_int, check_real, seed_sequence
 
-__all__ = ["GramDrift", "gram_drift", "MeasuredGramDrift", "measure_gram_drift"]
+__all__ = ["GramDrift", "gram_drift", "MeasuredGramDrift", "measure_gram_drift",
+           "GramDriftRate", "gram_drift_rate", "MeasuredGramRate", "measure_gram_drift_rate"]
 
 _MAX_TERMS = 500_000  # Gaussian expectations one call may evaluate (~10 s)
 _MAX_WORK = 5e12  # multiply-adds one measurement may spend (networks x steps x layer work)
@@ -305,6 +315,143 @@ def gram_drift(X, Y, X_eval, t, *, weight_var=2.0) -> GramDrift:
 
 
 @dataclass(frozen=True, eq=False)
+class GramDriftRate(ResultDisplay):
+    """The infinite-width initial rate ``lim E[dQ/dt]`` at ``t = 0``, split into its two parts.
+
+    Attributes
+    ----------
+    depth : int
+        Hidden layers (1 or 2).
+    rate : ndarray, shape (E, E)
+        ``independent + collective``.
+    independent : ndarray, shape (E, E)
+        Each neuron of the last hidden layer on its own: the one-layer form with the input
+        kernel replaced by the NNGP and NTK of the last pre-activation.
+    collective : ndarray, shape (E, E)
+        Pairs of distinct neurons coupled through the shared weights below them (zero for one
+        hidden layer).
+    """
+
+    depth: int
+    rate: np.ndarray
+    independent: np.ndarray
+    collective: np.ndarray
+
+
+def _relu_kernels(c, weight_var):
+    """NNGP ``K`` and NTK ``Theta`` of the next pre-activation, given the kernel ``c`` below."""
+    pp = _grid(np.arange(len(c)), np.arange(len(c)))
+    K = weight_var * _expectations(c, pp, ("relu", "relu")).reshape(c.shape)
+    S = _expectations(c, pp, ("step", "step")).reshape(c.shape)
+    return K, K + weight_var * S * c
+
+
+def gram_drift_rate(X, X_eval, *, depth=1, weight_var=2.0) -> GramDriftRate:
+    r"""Initial rate of the unnormalized hidden Gram matrix at infinite width, one or two layers.
+
+    The exact identity behind it: averaging over the readout :math:`w` only,
+    :math:`\mathbb E_w\,\dot Q_0(x,x')=-\tfrac1{2n}\sum_j\langle\nabla_\theta Q(x,x'),
+    \nabla_\theta Q(x_j,x_j)\rangle` (hidden parameters :math:`\theta`; the targets drop out
+    because :math:`\dot Q` is odd in :math:`w` apart from :math:`f_0`). For one hidden layer
+    this is :math:`-\operatorname{tr}C` of :func:`gram_drift`. For two, with :math:`c` the input
+    kernel, :math:`K^1,\Theta^1` the NNGP and NTK of the second pre-activation
+    :math:`g\sim\mathcal N(0,K^1)`, :math:`h=\mathrm{relu}(g)`, :math:`s=\mathbb 1_{g>0}`, and
+    :math:`E_1` an expectation over the first layer (:math:`g^1\sim\mathcal N(0,c)`):
+
+    .. math:: \dot D_0(a,b) = -\sum_j\Big(\mathbb E[s_ah_bh_j]\Theta^1_{aj}
+              +\mathbb E[h_as_bh_j]\Theta^1_{bj}\Big)
+              -\frac{\sigma_w^4}2\sum_j\Big(c_{aj}\big[\mathbb E[\delta_ah_b]E_1[h_ah_j]
+              +\mathbb E[s_as_b]E_1[s_as_jh_bh_j]\big]
+              +c_{bj}\big[\mathbb E[s_as_b]E_1[s_bs_jh_ah_j]
+              +\mathbb E[h_a\delta_b]E_1[h_bh_j]\big]\Big).
+
+    The first sum (*independent*) is one neuron at a time: the one-hidden-layer rate with
+    :math:`c` replaced by :math:`\Theta^1`, because the backward pass through the second layer
+    weights a neuron's own row of :math:`W` by :math:`\tfrac1n\sum_kW_{ik}^2\to1`. The second
+    (*collective*) comes from pairs of distinct neurons :math:`i\ne i'`: their shared first-layer
+    units carry :math:`\tfrac1n\sum_kW_{ik}W_{i'k}(\dots)`, which is :math:`O(n^{-1/2})` and
+    random, but correlated with both neurons' forward pass; Stein's lemma on :math:`W_{ik}` and
+    :math:`W_{i'k}` given the first layer turns the :math:`n^2` pairs into the product of
+    one-neuron expectations above. Finite widths differ by :math:`O(1/n)`
+    (:func:`measure_gram_drift_rate` measures it at any width and depth).
+
+    Parameters
+    ----------
+    X : array_like, shape (N, d)
+        Training inputs (nonzero rows; equal rows are one input).
+    X_eval : array_like, shape (E, d)
+        Inputs whose Gram entries are followed.
+    depth : int, keyword-only
+        Hidden layers: 1 or 2 (deeper networks couple neurons through every layer below;
+        measure them with :func:`measure_gram_drift_rate`).
+    weight_var : float, keyword-only
+        Hidden-layer variance ``sigma_w^2`` (default 2).
+
+    Returns
+    -------
+    GramDriftRate
+
+    Raises
+    ------
+    TypeError
+        Non-numeric arrays, ``depth`` or ``weight_var``.
+    ValueError
+        Shapes, non-finite entries, a zero input, (anti)parallel distinct inputs, a depth other
+        than 1 or 2, or more than 5e5 Gaussian expectations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
+    >>> one = gram_drift_rate(X, X[:2])
+    >>> bool(np.allclose(one.rate, gram_drift(X, np.zeros(3), X[:2], 1.0).rate))
+    True
+    >>> two = gram_drift_rate(X, X[:2], depth=2)
+    >>> bool(np.all(two.collective != 0)), bool(np.allclose(one.collective, 0))
+    (True, True)
+    """
+    X, _, X_eval, weight_var = _inputs(X, np.zeros(len(np.asarray(X))), X_eval, weight_var)
+    depth = check_int(depth, "depth", low=1)
+    if depth > 2:
+        raise ValueError(f"depth must be 1 or 2 for the closed form, got {depth} (measure "
+                         "deeper networks with measure_gram_drift_rate)")
+    P, tr, ev = _points(X, X_eval)
+    N, E = len(tr), len(ev)
+    if 12 * N * E * E + 2 * len(P) ** 2 > _MAX_TERMS:
+        raise ValueError(f"N = {N} training and E = {E} eval inputs need more than "
+                         f"{_MAX_TERMS:.0e} Gaussian expectations; use fewer inputs")
+    c = weight_var * (P @ P.T) / P.shape[1]
+    K, theta = (c, c) if depth == 1 else _relu_kernels(c, weight_var)
+    ab = np.array([(a, b) for a in ev for b in ev])
+    a, b = np.repeat(ab[:, 0], N), np.repeat(ab[:, 1], N)
+    j = np.tile(tr, E * E)
+
+    def E2(points, kinds, cov=K):
+        return _expectations(cov, np.stack(points, 1), kinds)
+
+    indep = -(E2((a, b, j), ("step", "relu", "relu")) * theta[a, j]
+              + E2((a, b, j), ("relu", "step", "relu")) * theta[b, j])
+    coll = np.zeros_like(indep)
+    if depth == 2:
+        ss = E2((a, b), ("step", "step"))
+        coll = -weight_var ** 2 / 2 * (
+            c[a, j] * (E2((a, b), ("delta", "relu")) * E2((a, j), ("relu", "relu"), c)
+                       + ss * E2((a, j, b, j), ("step", "step", "relu", "relu"), c))
+            + c[b, j] * (ss * E2((b, j, a, j), ("step", "step", "relu", "relu"), c)
+                         + E2((a, b), ("relu", "delta")) * E2((b, j), ("relu", "relu"), c)))
+    indep, coll = (v.reshape(E, E, N).sum(-1) for v in (indep, coll))
+    return GramDriftRate(depth, indep + coll, indep, coll)
+
+
+def _z(measured, prediction):
+    prediction = np.asarray(prediction, dtype=float)
+    if prediction.shape != measured.mean.shape:
+        raise ValueError(f"prediction must have shape {measured.mean.shape}, got "
+                         f"{prediction.shape}")
+    return (measured.mean - prediction) / measured.se
+
+
+@dataclass(frozen=True, eq=False)
 class MeasuredGramDrift(ResultDisplay):
     """``<h_t(x), h_t(x')> - <h_0(x), h_0(x')>`` over trained networks: mean and standard error.
 
@@ -330,11 +477,7 @@ class MeasuredGramDrift(ResultDisplay):
 
     def z(self, prediction) -> np.ndarray:
         """``(mean - prediction) / se`` entrywise (``prediction`` of shape (T, E, E))."""
-        prediction = np.asarray(getattr(prediction, "drift", prediction), dtype=float)
-        if prediction.shape != self.mean.shape:
-            raise ValueError(f"prediction must have shape {self.mean.shape}, got "
-                             f"{prediction.shape}")
-        return (self.mean - prediction) / self.se
+        return _z(self, getattr(prediction, "drift", prediction))
 
     def significance(self) -> np.ndarray:
         """``|mean| / se``: how many standard errors each entry moved."""
@@ -416,3 +559,110 @@ def measure_gram_drift(X, Y, X_eval, t, *, depth=1, width=1024, n_networks=100, 
     return MeasuredGramDrift(steps * lr, changes.mean(0),
                              changes.std(0, ddof=1) / math.sqrt(n_networks), depth, width,
                              n_networks, lr)
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredGramRate(ResultDisplay):
+    """``E_w[dQ/dt]`` at ``t = 0`` over random networks: mean and standard error.
+
+    Attributes
+    ----------
+    mean, se : ndarray, shape (E, E)
+        Mean over networks of the readout-averaged rate, and its standard error.
+    depth, width, n_networks : int
+        The networks measured.
+    """
+
+    mean: np.ndarray
+    se: np.ndarray
+    depth: int
+    width: int
+    n_networks: int
+
+    def z(self, prediction) -> np.ndarray:
+        """``(mean - prediction) / se`` entrywise (``prediction`` of shape (E, E))."""
+        return _z(self, getattr(prediction, "rate", prediction))
+
+
+def _network_rate(model, P, tr, ev):
+    """``E_w dQ/dt`` at ``t = 0`` of one network: ``-1/(2n) sum_j <grad Q_ab, grad Q_jj>``.
+
+    Each gradient is a backward pass from a cotangent on the last pre-activation at one input
+    (``s_a h_b`` or ``h_a s_b`` for ``Q_ab``, ``2 h_j`` for ``Q_jj``); the inner product of two
+    weight gradients of layer ``l`` is ``scale^2 (delta . delta') (h^(l-1) . h'^(l-1))``.
+    """
+    _, G, H = model._forward(P)
+    h, s = H[-1], G[-1] > 0
+    E, n = len(ev), h.shape[1]
+    a, b = np.repeat(ev, E), np.tile(ev, E)
+    point = np.concatenate([a, b, tr])
+    delta = np.concatenate([s[a] * h[b], h[a] * s[b], 2 * h[tr]])
+    gram = 0.0
+    for l in range(model.depth - 1, -1, -1):
+        scale = model._scale(l)
+        below = H[l][point]
+        gram = gram + scale ** 2 * (delta @ delta[-len(tr):].T) * (below @ below[-len(tr):].T)
+        if l:
+            delta = scale * (delta @ model.weights[l]) * (G[l - 1][point] > 0)
+    per = gram[:E * E] + gram[E * E:2 * E * E]  # (E * E, N): <grad Q_ab, grad Q_jj>
+    return -per.sum(1).reshape(E, E) / (2 * n)
+
+
+def measure_gram_drift_rate(X, X_eval, *, depth=1, width=1024, n_networks=100,
+                            weight_var=2.0, seed=0) -> MeasuredGramRate:
+    """Measure ``E[dQ/dt]`` at ``t = 0`` on random networks of finite width, any depth.
+
+    For each network of :meth:`symscale.training.NTKMLP.init` the readout is averaged out
+    exactly (:func:`gram_drift_rate`), leaving ``-1/(2n) sum_j <grad Q(x, x'), grad Q(x_j,
+    x_j)>`` over the hidden weights; the mean over networks estimates the finite-width rate,
+    which is exact in expectation at every width (no training is run).
+
+    Parameters
+    ----------
+    X, X_eval, weight_var
+        As in :func:`gram_drift_rate`.
+    depth : int, keyword-only
+        Hidden layers (any).
+    width : int
+        Hidden width.
+    n_networks : int
+        Networks averaged (>= 2, for a standard error).
+    seed : None, int, SeedSequence or Generator
+        One independent stream per network is spawned from it.
+
+    Returns
+    -------
+    MeasuredGramRate
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`gram_drift_rate` (any depth), ``n_networks < 2``, or more than 5e12
+        multiply-adds (``n_networks * inputs * width^2 * depth``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
+    >>> m = measure_gram_drift_rate(X, X[:2], depth=2, width=64, n_networks=8)
+    >>> m.mean.shape, bool(np.all(m.se > 0)), bool(np.allclose(m.mean, m.mean.T))
+    ((2, 2), True, True)
+    """
+    from ..training import NTKMLP
+
+    X, _, X_eval, weight_var = _inputs(X, np.zeros(len(np.asarray(X))), X_eval, weight_var)
+    depth = check_int(depth, "depth", low=1)
+    width = check_int(width, "width", low=1)
+    n_networks = check_int(n_networks, "n_networks", low=2)
+    P, tr, ev = _points(X, X_eval)
+    rows = len(P) + 2 * len(ev) ** 2 + len(tr)
+    work = n_networks * rows * width * (width * (depth - 1) + X.shape[1])
+    if work > _MAX_WORK:
+        raise ValueError(f"the measurement needs ~{work:.2g} multiply-adds (limit "
+                         f"{_MAX_WORK:.0e}); lower n_networks or width")
+    rates = np.array([
+        _network_rate(NTKMLP.init(depth, width=width, d_in=X.shape[1], weight_var=weight_var,
+                                  seed=stream), P, tr, ev)
+        for stream in seed_sequence(seed).spawn(n_networks)])
+    return MeasuredGramRate(rates.mean(0), rates.std(0, ddof=1) / math.sqrt(n_networks), depth,
+                            width, n_networks)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from symscale.deep_ntk import gram_drift, measure_gram_drift
+from symscale.deep_ntk import gram_drift, gram_drift_rate, measure_gram_drift, measure_gram_drift_rate
 
 
 def _data(n_train=8, n_eval=2, d=10, seed=0):
@@ -125,3 +125,89 @@ def test_other_weight_variance_and_unnormalized_inputs():
                            weight_var=1.0, seed=4)
     assert np.abs(m.z(D)).max() < 4
     assert m.significance().max() > 5  # it moves: Q(x_1, x_1) by ~7
+
+
+# --- the initial rate at one and two hidden layers --------------------------------------------
+
+def test_rate_of_one_layer_is_gram_drift_rate(data):
+    X, Y, Xe, D = data
+    one = gram_drift_rate(X, Xe)
+    assert np.array_equal(one.rate, D.rate)
+    assert np.all(one.collective == 0) and one.depth == 1
+    m = measure_gram_drift_rate(X, Xe, width=128, n_networks=300, seed=6)
+    assert np.abs(m.z(one)).max() < 4  # exact in expectation at every width
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_network_rate_is_the_readout_average_of_a_gd_step(depth):
+    # with Y = 0, dQ/dt at t = 0 is a quadratic form in the readout w, so its average over
+    # w ~ N(0, I) is the sum of its values at the unit vectors e_i: each is one tiny GD step
+    from symscale.deep_ntk.drift import _network_rate, _points
+    from symscale.training import NTKMLP, train_gd
+
+    X, _, Xe = _data(4, 1, d=5, seed=4)
+    model = NTKMLP.init(depth, width=6, d_in=5, seed=depth)
+    P, tr, ev = _points(X, Xe)
+    lr, total = 1e-7, 0.0
+    for i in range(6):
+        unit = NTKMLP(model.weights, np.eye(6)[i])
+        inner = train_gd(unit, X, np.zeros(4), lr=lr, steps=1, X_eval=Xe).movement.inner
+        total = total + (inner[1] - inner[0]) / lr
+    assert np.allclose(_network_rate(model, P, tr, ev), total, rtol=1e-5, atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def two_layer():
+    X, _, Xe = _data()
+    return X, Xe, gram_drift_rate(X, Xe, depth=2)
+
+
+def test_two_layer_rate_matches_wide_networks_and_needs_the_collective_part(two_layer):
+    X, Xe, two = two_layer
+    m = measure_gram_drift_rate(X, Xe, depth=2, width=1024, n_networks=200, seed=7)
+    iu = np.triu_indices(len(Xe))
+    z = m.z(two)[iu]
+    assert np.abs(z).max() < 4, z
+    assert (z ** 2).mean() < 3, z
+    # neuron by neuron alone (the one-layer form with the NTK below) is refuted
+    assert (np.abs(m.z(two.independent)[iu]) > 5).all()
+    assert np.all(np.abs(two.collective) > 0.05 * np.abs(two.rate))
+    assert np.allclose(two.rate, two.rate.T) and np.all(two.rate < 0)
+
+
+def test_two_layer_rate_converges_at_order_one_in_width(two_layer):
+    # finite widths differ from the closed form by O(1/n): fit the order from two widths
+    X, Xe, two = two_layer
+    iu = np.triu_indices(len(Xe))
+    bias, se = [], []
+    for width, nets in ((32, 4000), (128, 4000)):
+        m = measure_gram_drift_rate(X, Xe, depth=2, width=width, n_networks=nets, seed=8)
+        bias.append((m.mean - two.rate)[iu].sum())
+        se.append(m.se[iu].sum())  # no smaller than the SE of the sum
+    order = np.log(bias[0] / bias[1]) / np.log(4)
+    order_se = np.hypot(se[0] / bias[0], se[1] / bias[1]) / np.log(4)
+    print(f"order {order:.3f} +- {order_se:.3f}")
+    assert abs(order - 1) < 4 * order_se, (order, order_se)
+    assert abs(bias[0]) / se[0] > 5  # the bias is resolved, so the order is measured
+
+
+def test_rate_bad_input_is_named():
+    X, _, Xe = _data()
+    with pytest.raises(ValueError, match="depth must be 1 or 2"):
+        gram_drift_rate(X, Xe, depth=3)
+    with pytest.raises(TypeError, match="depth"):
+        gram_drift_rate(X, Xe, depth=1.5)
+    with pytest.raises(ValueError, match="X_eval must have"):
+        gram_drift_rate(X, np.ones((1, 3)))
+    with pytest.raises(ValueError, match="parallel"):
+        gram_drift_rate(X, 2 * X[:1], depth=2)
+    big = np.random.default_rng(0).standard_normal((200, 5))
+    with pytest.raises(ValueError, match="Gaussian expectations"):
+        gram_drift_rate(big, big[:20])
+    with pytest.raises(ValueError, match="n_networks"):
+        measure_gram_drift_rate(X, Xe, n_networks=1)
+    with pytest.raises(ValueError, match="multiply-adds"):
+        measure_gram_drift_rate(X, Xe, depth=3, width=10**5, n_networks=10**3)
+    m = measure_gram_drift_rate(X, Xe, depth=3, width=8, n_networks=3)
+    with pytest.raises(ValueError, match="prediction must have shape"):
+        m.z(np.zeros((2, 2)))

@@ -190,6 +190,8 @@ RECIPES = {
     "measure_gram_drift": (lambda **k: deep_ntk.measure_gram_drift(X4, Y8[:4], X4[:2], [0.5],
                                                                    **k), dict(seed=0),
                            {"width": 8, "n_networks": 3, "depth": 2}),
+    "measure_gram_drift_rate": (lambda **k: deep_ntk.measure_gram_drift_rate(X4, X4[:2], **k),
+                                dict(seed=0), {"width": 8, "n_networks": 3, "depth": 2}),
     "stopping_grid": (lambda **k: deep_ntk.stopping_grid([6, 8, 10], depths=[2], **k), dict(seed=0),
                       {"d": 3, "n_test": 4}),
     "tail_probability_is": (lambda **k: cumulants.tail_probability_is(
