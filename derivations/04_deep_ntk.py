@@ -11,9 +11,8 @@
   time on a grid of (n, L) against the data-independent limit kernel;
 * per-neuron against aggregate movement of the last hidden layer against width;
 * Proposition 4 under our reading: the closed-form infinite-width drift of the unnormalized
-  hidden Gram matrix of one layer against trained networks of one and two hidden layers, and
-  its initial rate at two hidden layers (neuron by neuron plus the collective part) against
-  random networks.
+  hidden Gram matrix of one and two hidden layers against trained networks, and its initial
+  rate at two hidden layers (neuron by neuron plus the collective part) against random networks.
 
 The kernel-convergence table runs on generated points on the sphere, the bundled scikit-learn
 digits and generated one-hot sequences; set ``SYMSCALE_MNIST`` (a folder of the MNIST idx files)
@@ -34,10 +33,9 @@ from symscale.printing import latex
 
 TITLE = "The NTK at large width and depth"
 #: Run time on a 2-core machine (seconds), stated up front by `symscale reproduce` until
-#: this machine has timed the script itself (measured on 2026-12-03 before the kernel-on-data,
-#: Theorem 3 and Proposition 4 sections, which add ~8 s in quick mode and ~135 s, estimated, in
-#: full mode).
-EXPECTED_SECONDS = {"quick": 26, "full": 280}
+#: this machine has timed the script itself (measured 2026-12-03 on one BLAS thread with the
+#: test suite on the other core: quick 24 s, full 485 s).
+EXPECTED_SECONDS = {"quick": 26, "full": 500}
 # the depth limit of the normalized NTK Gram matrix, as LaTeX
 _LIMIT = r"\frac{3}{4} I + \frac{1}{4} \mathbf{1}\mathbf{1}^\top"
 
@@ -379,64 +377,72 @@ def _proposition4(section, quick):
     X, Y = sphere(8), rng.standard_normal(8)
     X_eval = np.vstack([X[:1], sphere(2)])
     times = [1.0, 2.0, 5.0] if quick else [1.0, 2.0, 5.0, 10.0]
-    # (networks, width) of one and two hidden layers; lr = 0.05 is near gradient flow (at 0.2 a
-    # bias of ~0.02 shows at 2000 networks); two layers are only asked whether they move
-    (nets1, width1), (nets2, width2, lr2) = ((150, 2048), (48, 512, 0.1)) if quick else \
-        ((1000, 4096), (128, 1024, 0.1))
-    lr = 0.05
-    closed = gram_drift(X, Y, X_eval, times)
-    one = measure_gram_drift(X, Y, X_eval, times, width=width1, n_networks=nets1, lr=lr, seed=1)
-    two = measure_gram_drift(X, Y, X_eval, times, depth=2, width=width2, n_networks=nets2,
-                             lr=lr2, seed=2)
+    # (networks, width, GD step) of one and two hidden layers; lr = 0.05 is near gradient flow
+    # (at 0.2 a bias of ~0.02 shows at 2000 networks; 0.1 is within the SE of 256 networks)
+    (nets1, width1, lr1), (nets2, width2, lr2) = ((150, 2048, 0.05), (64, 512, 0.1)) if quick \
+        else ((1000, 4096, 0.05), (400, 1024, 0.05))
+    closed = [gram_drift(X, Y, X_eval, times, depth=depth) for depth in (1, 2)]
+    measured = [measure_gram_drift(X, Y, X_eval, times, depth=depth, width=width,
+                                   n_networks=nets, lr=lr, seed=depth)
+                for depth, width, nets, lr in ((1, width1, nets1, lr1), (2, width2, nets2, lr2))]
     entries = [((1, 2), "$Q(x_a, x_b)$"), ((1, 1), "$Q(x_a, x_a)$"), ((0, 1), "$Q(x_1, x_a)$")]
+    naive = measured[1].z(closed[1].drift - closed[1].collective)  # neuron by neuron only
     rows = []
     for (a, b), name in entries:
         for i, t in enumerate(times):
-            z = one.z(closed)[i, a, b]
-            rows.append([name, f"{t:g}", f"{closed.drift[i, a, b]:+.4f}",
-                         f"{one.mean[i, a, b]:+.4f} ± {one.se[i, a, b]:.4f}", f"{z:+.2f}",
-                         f"{two.mean[i, a, b]:+.4f} ± {two.se[i, a, b]:.4f}",
-                         f"{two.significance()[i, a, b]:.1f}"])
+            row = [name, f"{t:g}"]
+            for D, m in zip(closed, measured):
+                row += [f"{D.drift[i, a, b]:+.4f}", f"{m.mean[i, a, b]:+.4f} ± "
+                        f"{m.se[i, a, b]:.4f}", f"{m.z(D)[i, a, b]:+.2f}"]
+            rows.append(row + [f"{naive[i, a, b]:+.1f}"])
     iu = np.triu_indices(len(X_eval))
-    z_all = one.z(closed)[:, iu[0], iu[1]]
+    z = [m.z(D)[:, iu[0], iu[1]] for D, m in zip(closed, measured)]
+    z_naive = naive[:, iu[0], iu[1]]
     section.text("### Proposition 4 under our reading: the drift of the hidden Gram matrix\n\n"
                  "The paper's formula is not available (note 04, section 5). We derive the "
                  "infinite-width mean drift $D_t = \\lim_n E[Q_t - Q_0]$ of the *unnormalized* "
-                 "Gram matrix $Q_t(x, x') = \\langle h_t(x), h_t(x')\\rangle$ of one hidden ReLU "
-                 "layer under gradient flow in closed form (`symscale.deep_ntk.gram_drift`: "
-                 "exact four-point Gaussian expectations of ReLU, step and delta factors, no "
-                 "sampling) and measure it on trained networks (`measure_gram_drift`, "
-                 f"GD with $\\eta = {lr}$ for one layer, {lr2} for two). Data: 8 points on the sphere in $d = {d}$, Gaussian "
+                 "Gram matrix $Q_t(x, x') = \\langle h_t(x), h_t(x')\\rangle$ of the last hidden "
+                 "ReLU layer under gradient flow in closed form, for one and two hidden layers "
+                 "(`symscale.deep_ntk.gram_drift`: exact Gaussian expectations of ReLU, step and "
+                 "delta factors, no sampling), and measure it on trained networks "
+                 f"(`measure_gram_drift`, GD with $\\eta = {lr1}$ and {lr2}). At two hidden "
+                 "layers, pairs of "
+                 "distinct neurons coupled through the first layer add *collective* terms; the "
+                 f"last column drops them. Data: 8 points on the sphere in $d = {d}$, Gaussian "
                  "targets; $x_1$ is a training point, $x_a, x_b$ are fresh points.")
-    section.table(["entry", "$t$", "closed form $D_t$",
-                   f"1 layer, width {width1} ({nets1} nets)", "$z$",
-                   f"2 layers, width {width2} ({nets2} nets)", "moved (SE)"], rows)
-    agree = "agree" if np.abs(z_all).max() < 4 else "DISAGREE"
-    moved2 = ("move too" if two.significance().max() > 4 else "move by less than 4 standard "
-              "errors at this sample size")
-    section.text(f"One hidden layer: the closed form and the networks {agree} on every entry "
-                 f"and time (largest $|z|$ {np.abs(z_all).max():.2f}, mean $z^2$ "
-                 f"{(z_all ** 2).mean():.2f}), and the Gram matrix moves: its largest entry "
-                 f"changes by {one.significance().max():.1f} standard errors. Two hidden layers "
-                 f"{moved2} (largest change {two.significance().max():.1f} standard errors). So "
-                 "the reading 'constant for one hidden layer, non-constant from two' does not "
-                 "hold for the unnormalized product at any depth we can test; for the normalized "
-                 "Gram $Q/n$ (the NNGP) the drift is $D_t/n \\to 0$ at every depth.")
+    section.table(["entry", "$t$", "1 layer: $D_t$", f"width {width1} ({nets1} nets)", "$z$",
+                   "2 layers: $D_t$", f"width {width2} ({nets2} nets)", "$z$",
+                   "$z$ without collective"], rows)
+    verdict = ["agree" if np.abs(zz).max() < 4 else "DISAGREE" for zz in z]
+    section.text(f"One hidden layer: the closed form and the networks {verdict[0]} on every "
+                 f"entry and time (largest $|z|$ {np.abs(z[0]).max():.2f}, mean $z^2$ "
+                 f"{(z[0] ** 2).mean():.2f}), and the Gram matrix moves: its largest entry "
+                 f"changes by {measured[0].significance().max():.1f} standard errors. Two hidden "
+                 f"layers: they {verdict[1]} too (largest $|z|$ {np.abs(z[1]).max():.2f}, mean "
+                 f"$z^2$ {(z[1] ** 2).mean():.2f}; largest change "
+                 f"{measured[1].significance().max():.1f} standard errors), while the neuron-by-"
+                 f"neuron part alone is off by up to {np.abs(z_naive).max():.1f} standard errors "
+                 f"(mean $z^2$ {(z_naive ** 2).mean():.1f}). So the reading 'constant for one "
+                 "hidden layer, non-constant from two' does not hold for the unnormalized "
+                 "product; for the normalized Gram $Q/n$ (the NNGP) the drift is $D_t/n \\to 0$ "
+                 "at every depth.")
     fig, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
     fine = np.linspace(0.0, max(times), 60)
-    curve = gram_drift(X, Y, X_eval, fine)
+    curves = [gram_drift(X, Y, X_eval, fine, depth=depth) for depth in (1, 2)]
     for k, ((a, b), name) in enumerate(entries):
-        ax.plot(fine, curve.drift[:, a, b], color=f"C{k}", label=f"{name}, closed form")
-        ax.errorbar(times, one.mean[:, a, b], yerr=one.se[:, a, b], fmt="o", color=f"C{k}",
-                    capsize=2)
-        ax.errorbar(np.array(times) * 1.03, two.mean[:, a, b], yerr=two.se[:, a, b], fmt="s",
-                    mfc="none", color=f"C{k}", capsize=2)
+        for depth, (curve, m, style, marker) in enumerate(
+                zip(curves, measured, ("-", "--"), ("o", "s")), start=1):
+            ax.plot(fine, curve.drift[:, a, b], style, color=f"C{k}",
+                    label=f"{name}, {depth} layer{'s' * (depth > 1)}")
+            ax.errorbar(np.array(times) * (1 + 0.03 * (depth - 1)), m.mean[:, a, b],
+                        yerr=m.se[:, a, b], fmt=marker, mfc="none" if depth > 1 else None,
+                        color=f"C{k}", capsize=2)
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set(xlabel="gradient-flow time $t$", ylabel="$E[Q_t - Q_0]$")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, ncol=2)
     section.figure(fig, "deep_ntk_gram_drift", "Drift of the unnormalized hidden Gram matrix: "
-                   "closed form for one hidden layer (lines), trained networks of one (dots) "
-                   "and two (open squares) hidden layers, mean and standard error.")
+                   "closed forms for one (solid) and two (dashed) hidden layers, trained networks "
+                   "of one (dots) and two (open squares) hidden layers, mean and standard error.")
     _proposition4_rate(section, quick, X, X_eval, entries)
 
 
@@ -444,7 +450,7 @@ def _proposition4_rate(section, quick, X, X_eval, entries):
     from symscale.deep_ntk import gram_drift_rate, measure_gram_drift_rate
 
     # the finite-width bias is O(1/n) (~0.13 / (n / 256) on the largest entry): at the SE or below
-    width, nets = (512, 160) if quick else (2048, 400)
+    width, nets = (512, 100) if quick else (2048, 400)
     two = gram_drift_rate(X, X_eval, depth=2)
     m = measure_gram_drift_rate(X, X_eval, depth=2, width=width, n_networks=nets, seed=3)
     rows = [[name, f"{two.rate[a, b]:+.4f}", f"{two.independent[a, b]:+.4f}",
@@ -470,8 +476,7 @@ def _proposition4_rate(section, quick, X, X_eval, entries):
                  f"{np.abs(z).max():.2f}); neuron by neuron alone is off by "
                  f"{np.abs(z_ind).min():.1f} to {np.abs(z_ind).max():.1f} standard errors. "
                  "The rate is nonzero, so at infinite width $Q_t$ is a non-constant function "
-                 "of $t$ at two hidden layers (as at one). The full two-layer curve $D_t$ "
-                 "needs the drift of the backward signal too, which is not derived yet.")
+                 "of $t$ at two hidden layers (as at one).")
 
 
 if __name__ == "__main__":
