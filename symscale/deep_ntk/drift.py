@@ -597,7 +597,7 @@ def measure_gram_drift(X, Y, X_eval, t, *, depth=1, width=1024, n_networks=100, 
         Times ``> 0``; each is reached at ``round(t / lr)`` steps (the times reached are
         returned).
     depth : int, keyword-only
-        Hidden layers (any; the closed form covers ``depth = 1``).
+        Hidden layers (any; the closed form covers ``depth = 1`` and ``2``).
     width : int
         Hidden width.
     n_networks : int

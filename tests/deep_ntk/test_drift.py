@@ -245,3 +245,20 @@ def test_rate_bad_input_is_named():
     m = measure_gram_drift_rate(X, Xe, depth=3, width=8, n_networks=3)
     with pytest.raises(ValueError, match="prediction must have shape"):
         m.z(np.zeros((2, 2)))
+
+
+def test_two_layers_follow_the_weight_variance_and_unnormalized_inputs():
+    # the collective terms carry sigma_w^4 next to kernels of their own powers of sigma_w: at
+    # weight_var = 2 a wrong power can hide (sigma^4 = 2 sigma^2), at 1 it cannot
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((6, 6)), rng.standard_normal(6)
+    Xe = np.vstack([X[:1], rng.standard_normal((1, 6))])
+    D = gram_drift(X, Y, Xe, [2.0], depth=2, weight_var=1.0)
+    m = measure_gram_drift(X, Y, Xe, D.t, depth=2, width=512, n_networks=128, lr=0.1,
+                           weight_var=1.0, seed=4)
+    assert np.abs(m.z(D)).max() < 4, m.z(D)
+    assert np.abs(m.z(D.drift - D.collective)).max() > 5
+    r = gram_drift_rate(X, Xe, depth=2, weight_var=1.0)
+    mr = measure_gram_drift_rate(X, Xe, depth=2, width=512, n_networks=150, weight_var=1.0,
+                                 seed=1)
+    assert np.abs(mr.z(r)).max() < 4 and np.abs(mr.z(r.independent)).min() > 5
