@@ -426,6 +426,19 @@ def _proposition4(section, quick):
                  "hidden layer, non-constant from two' does not hold for the unnormalized "
                  "product; for the normalized Gram $Q/n$ (the NNGP) the drift is $D_t/n \\to 0$ "
                  "at every depth.")
+    rows = [[name, str(depth), f"{D.deviation[-1, a, a]:.4f}",
+             f"{D.deviation_collective[-1, a, a]:.4f}",
+             f"{m.deviation[-1, a, a]:.4f} ± {m.deviation_se[-1, a, a]:.4f}",
+             f"{m.deviation_z(D)[-1, a, a]:+.2f}"]
+            for depth, D, m in zip((1, 2), closed, measured)
+            for a, name in ((0, "$x_1$"), (1, "$x_a$"), (2, "$x_b$"))]
+    section.text("Each neuron moves by $O(n^{-1/2})$, but the aggregate deviation does not "
+                 "vanish: `gram_drift` also gives $\\lim_n E\\|h_t(x) - h_0(x)"
+                 "\\|^2$ (and the whole Gram matrix of the deviations) in closed form, at "
+                 f"$t = {times[-1]:g}$ here; at two layers part of it is the pull of the other "
+                 "neurons through the first layer.")
+    section.table(["input", "hidden layers", "closed form", "collective part", "networks",
+                   "$z$"], rows)
     fig, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
     fine = np.linspace(0.0, max(times), 60)
     curves = [gram_drift(X, Y, X_eval, fine, depth=depth) for depth in (1, 2)]

@@ -4,8 +4,8 @@ Modules: :mod:`~symscale.deep_ntk.depth` (the normalized NTK recursion, its deri
 and :math:`\\ln L/L` correction, phases of other activations), :mod:`~symscale.deep_ntk.spectra`
 (Gram spectra, the depth scale, the gradient-flow predictor),
 :mod:`~symscale.deep_ntk.drift` (Proposition 4 under our reading: the closed-form drift of the
-unnormalized hidden Gram matrix of one layer, its initial rate at one and two layers, and their
-measurement on trained and random networks) and
+unnormalized hidden Gram matrix at one and two layers, its deviation Gram and initial rate),
+:mod:`~symscale.deep_ntk.measured_drift` (the same on trained and random networks) and
 :mod:`symscale.training` (a numpy NTK-parameterized MLP, gradient descent, feature movement
 against its linearization; shared with the other lines of work and re-exported here).
 """
@@ -17,9 +17,10 @@ from .depth import (CorrectionFit, DepthLimit, PhaseLimit, PrecisionWarning, ang
 from .spectra import (depth_scale, gradient_flow_predictor, limit_matrix, ntk_matrix,
                       spectrum_vs_depth, test_error_grid)
 from ..training import NTKMLP, feature_movement, linearized_movement, model_ntk, train_gd
-from . import drift, scaling
-from .drift import (GramDrift, GramDriftRate, MeasuredGramDrift, MeasuredGramRate, gram_drift,
-                    gram_drift_rate, measure_gram_drift, measure_gram_drift_rate)
+from . import drift, measured_drift, scaling
+from .drift import GramDrift, GramDriftRate, gram_drift, gram_drift_rate
+from .measured_drift import (MeasuredGramDrift, MeasuredGramRate, measure_gram_drift,
+                             measure_gram_drift_rate)
 from .scaling import (DepthBound, ProjectionNorm, ProjectionScaling, StoppingGrid, StoppingTime,
                       depth_bound, plot_stopping_grid, projection_norm, projection_scaling,
                       stopping_grid, stopping_time)
@@ -32,8 +33,8 @@ __all__ = ["normalized_ntk", "depth_limit", "DepthLimit", "PrecisionWarning", "a
 __all__ += ["scaling", "depth_bound", "DepthBound", "stopping_time", "StoppingTime",
             "projection_norm", "ProjectionNorm", "projection_scaling", "ProjectionScaling",
             "stopping_grid", "StoppingGrid", "plot_stopping_grid"]
-__all__ += ["drift", "gram_drift", "GramDrift", "measure_gram_drift", "MeasuredGramDrift",
-            "gram_drift_rate", "GramDriftRate", "measure_gram_drift_rate", "MeasuredGramRate"]
+__all__ += ["drift", "measured_drift", "gram_drift", "GramDrift", "measure_gram_drift",
+            "MeasuredGramDrift", "gram_drift_rate", "GramDriftRate", "measure_gram_drift_rate", "MeasuredGramRate"]
 
 __getattr__ = deprecated_names(__name__, {"empirical_ntk": ("symscale.deep_ntk.model_ntk",
                                                             lambda: model_ntk)})

@@ -8,7 +8,7 @@ part. This module derives the deterministic part in closed form for one and two 
 
 .. math:: D_t(x,x') = \lim_{n\to\infty}\mathbb E\,[Q_t(x,x')-Q_0(x,x')],
 
-and measures it on trained networks of any depth (:func:`measure_gram_drift`).
+and :mod:`~symscale.deep_ntk.measured_drift` measures it on trained networks of any depth.
 
 **Setting** (:class:`symscale.training.NTKMLP`): :math:`g_i(x)=\sigma_w u_i^\top x/\sqrt d`,
 :math:`h_i=\mathrm{relu}(g_i)`, :math:`f=n^{-1/2}\sum_i w_ih_i`, all parameters
@@ -75,6 +75,14 @@ reading "the Gram matrix is constant for one hidden layer and not from two" ther
 the unnormalized product; for the :math:`1/n`-normalized one (the NNGP) the drift is
 :math:`D_t/n\to0` at every depth.
 
+**The aggregate deviation** (``GramDrift.deviation``). Lazily,
+:math:`\Delta g_i(x)=-\sum_ja_j\langle\nabla g_i(x),\nabla f_j\rangle` with
+:math:`\mathbb E[aa^\top]=\Theta^{-1}(I-e^{-\Theta t})(K_0+yy^\top)(I-e^{-\Theta t})\Theta^{-1}`,
+so :math:`\lim\mathbb E\langle\Delta h(x),\Delta h(x')\rangle=\sum_{jk}\mathbb E[a_ja_k]
+\big(\mathbb E[s_xs_{x'}s_js_k]\Theta^1_{xj}\Theta^1_{x'k}+\sigma_w^4\mathbb E[s_xs_{x'}]
+\mathbb E[s_js_k]c_{xj}c_{x'k}E_1[s_xs_js_{x'}s_k]\big)`, the second term (two layers only) the
+square of the other neurons' pull through the first layer.
+
 **The initial rate** (:func:`gram_drift_rate`). Averaging over the readout gives
 :math:`\mathbb E_w\dot Q_0=-\frac1{2n}\sum_j\langle\nabla Q(x,x'),\nabla Q(x_j,x_j)\rangle`
 exactly at every width and depth (:func:`measure_gram_drift_rate` measures it without
@@ -95,7 +103,6 @@ True
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import reduce
 
@@ -103,13 +110,12 @@ import numpy as np
 
 from ..display import ResultDisplay
 from ..expectations.orthant import _expect
-from ..validation import check_array, check_int, check_real, seed_sequence
+from .._deprecation import deprecated_names
+from ..validation import check_array, check_int, check_real
 
-__all__ = ["GramDrift", "gram_drift", "MeasuredGramDrift", "measure_gram_drift",
-           "GramDriftRate", "gram_drift_rate", "MeasuredGramRate", "measure_gram_drift_rate"]
+__all__ = ["GramDrift", "gram_drift", "GramDriftRate", "gram_drift_rate"]
 
 _MAX_TERMS = 500_000  # Gaussian expectations one call may evaluate (~10 s)
-_MAX_WORK = 5e12  # multiply-adds one measurement may spend (networks x steps x layer work)
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,6 +139,11 @@ class GramDrift(ResultDisplay):
     collective : ndarray, shape (T, E, E)
         The part of ``drift`` from pairs of distinct neurons coupled through the layer below
         (zero for one hidden layer); ``drift - collective`` is neuron by neuron.
+    deviation : ndarray, shape (T, E, E)
+        ``lim E<h_t(x) - h_0(x), h_t(x') - h_0(x')>``: each neuron moves by ``O(n^-1/2)``,
+        the aggregate deviation does not vanish (its diagonal is ``E||h_t(x) - h_0(x)||^2``).
+    deviation_collective : ndarray, shape (T, E, E)
+        The part of ``deviation`` from the other neurons' pull through the layer below.
     """
 
     t: np.ndarray
@@ -142,6 +153,8 @@ class GramDrift(ResultDisplay):
     ntk_eigenvalues: np.ndarray
     depth: int = 1
     collective: np.ndarray | None = None
+    deviation: np.ndarray | None = None
+    deviation_collective: np.ndarray | None = None
 
     def normalized(self, width: int) -> np.ndarray:
         """The drift of the ``1/width``-normalized Gram matrix, ``drift / width``."""
@@ -392,17 +405,42 @@ def gram_drift(X, Y, X_eval, t, *, depth=1, weight_var=2.0) -> GramDrift:
     St = U.T @ (K0 + np.outer(Y, Y)) @ U
     times = np.append(t, np.inf)  # the last row is the limit
     drift = np.zeros((2, len(times), E, E))  # neuron by neuron, collective
+    deviation = np.zeros((2, len(t), E, E))
     rate = np.zeros((E, E))
     G = [St * _h(lam[:, None], lam[None, :], s) for s in times]
+    # E[a_t a_t^T] of a_t = int_0^t r = Theta^-1 (I - e^(-Theta t)) r_0, in the eigenbasis
+    A = [St * np.outer(_phi1(lam, s), _phi1(lam, s)) for s in t]
     for a, b in pairs:
         parts = _pair_matrices(c, Kg, Tg, tr, ev[a], ev[b], weight_var, depth == 2)
+        dev = _deviation_matrices(c, Kg, Tg, tr, ev[a], ev[b], weight_var, depth == 2)
         rate[a, b] = rate[b, a] = -sum(np.trace(C) for C, _ in parts)
-        for part, (C, M) in zip(drift, parts):
-            Ct, Mt = np.diagonal(U.T @ C @ U), U.T @ M @ U
+        for part, out, (C, M), V in zip(drift, deviation, parts, dev):
+            Ct, Mt, Vt = np.diagonal(U.T @ C @ U), U.T @ M @ U, U.T @ V @ U
             for i, s in enumerate(times):
                 part[i, a, b] = part[i, b, a] = -np.sum(_phi1(lam, s) * Ct) + np.sum(Mt * G[i])
+            out[:, a, b] = out[:, b, a] = [np.sum(Vt * Ai) for Ai in A]
     total = drift.sum(0)
-    return GramDrift(t, total[:-1], rate, total[-1], lam, depth, drift[1, :-1])
+    return GramDrift(t, total[:-1], rate, total[-1], lam, depth, drift[1, :-1],
+                     deviation.sum(0), deviation[1])
+
+
+def _deviation_matrices(c, Kg, Tg, tr, x, xp, weight_var, collective):
+    """``V`` (N, N) with ``lim E<dh_t(x), dh_t(x')> = sum_jk V_jk E[a_j a_k]``, in two parts.
+
+    Lazily, ``dg_i(x) = -sum_j a_j <grad g_i(x), grad f_j>``: neuron i's own gradient gives
+    ``(w_i / sqrt n) s_i(x_j) Theta^1(x, x_j)``; at two layers the other neurons add an
+    ``O(n^-1/2)`` random pull through the first layer whose square sums to ``O(1)``:
+    ``sigma_w^4 E[s_x s_x'] E[s_j s_k] c_xj c_x'k E_1[s_x s_j s_x' s_k]``.
+    """
+    N = len(tr)
+    j, k = _grid(tr, tr).T
+    V = (_expectations(Kg, _rows(x, xp, j, k), ("step",) * 4) * Tg[x, j] * Tg[xp, k])
+    Vc = np.zeros_like(V)
+    if collective:
+        Vc = (weight_var ** 2 * _expectations(Kg, _rows(x, xp), ("step", "step"))
+              * _expectations(Kg, _rows(j, k), ("step", "step")) * c[x, j] * c[xp, k]
+              * _expectations(c, _rows(x, j, xp, k), ("step",) * 4))
+    return V.reshape(N, N), Vc.reshape(N, N)
 
 
 def _closed_form_depth(depth):
@@ -539,226 +577,14 @@ def gram_drift_rate(X, X_eval, *, depth=1, weight_var=2.0) -> GramDriftRate:
     return GramDriftRate(depth, indep + coll, indep, coll)
 
 
-def _z(measured, prediction):
-    prediction = np.asarray(prediction, dtype=float)
-    if prediction.shape != measured.mean.shape:
-        raise ValueError(f"prediction must have shape {measured.mean.shape}, got "
-                         f"{prediction.shape}")
-    return (measured.mean - prediction) / measured.se
+def _moved(name):
+    def get():
+        from . import measured_drift
+        return getattr(measured_drift, name)
+    return get
 
 
-@dataclass(frozen=True, eq=False)
-class MeasuredGramDrift(ResultDisplay):
-    """``<h_t(x), h_t(x')> - <h_0(x), h_0(x')>`` over trained networks: mean and standard error.
-
-    Attributes
-    ----------
-    t : ndarray, shape (T,)
-        Times ``lr * steps`` reached.
-    mean, se : ndarray, shape (T, E, E)
-        Mean over networks and its standard error.
-    depth, width, n_networks : int
-        The networks measured.
-    lr : float
-        GD step.
-    """
-
-    t: np.ndarray
-    mean: np.ndarray
-    se: np.ndarray
-    depth: int
-    width: int
-    n_networks: int
-    lr: float
-
-    def z(self, prediction) -> np.ndarray:
-        """``(mean - prediction) / se`` entrywise (``prediction`` of shape (T, E, E))."""
-        return _z(self, getattr(prediction, "drift", prediction))
-
-    def significance(self) -> np.ndarray:
-        """``|mean| / se``: how many standard errors each entry moved."""
-        return np.abs(self.mean) / self.se
-
-
-def measure_gram_drift(X, Y, X_eval, t, *, depth=1, width=1024, n_networks=100, lr=0.1,
-                       weight_var=2.0, seed=0) -> MeasuredGramDrift:
-    """Train ``n_networks`` wide networks by GD and measure the drift of the hidden Gram matrix.
-
-    Each network is :meth:`symscale.training.NTKMLP.init` (``depth`` hidden ReLU layers of
-    ``width``) trained by :func:`symscale.training.train_gd` with step ``lr``; the recorded
-    unnormalized Gram ``<h_t(x), h_t(x')>`` of the last hidden layer on ``X_eval`` minus its
-    value at ``t = 0`` is averaged over the networks.
-
-    Parameters
-    ----------
-    X, Y, X_eval, weight_var
-        As in :func:`gram_drift`.
-    t : float or array_like of float
-        Times ``> 0``; each is reached at ``round(t / lr)`` steps (the times reached are
-        returned).
-    depth : int, keyword-only
-        Hidden layers (any; the closed form covers ``depth = 1`` and ``2``).
-    width : int
-        Hidden width.
-    n_networks : int
-        Networks averaged (>= 2, for a standard error).
-    lr : float
-        GD step (gradient flow as ``lr -> 0``).
-    seed : None, int, SeedSequence or Generator
-        One independent stream per network is spawned from it.
-
-    Returns
-    -------
-    MeasuredGramDrift
-
-    Raises
-    ------
-    TypeError, ValueError
-        As :func:`gram_drift`; also a time below ``lr / 2``, or more than 5e12 multiply-adds
-        of training (``n_networks * steps * N * width^2 * depth``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
-    >>> m = measure_gram_drift(X, [1.0, -1.0, 0.5], X[:2], t=[0.5, 1.0], width=64,
-    ...                        n_networks=4, lr=0.25)
-    >>> m.t.tolist(), m.mean.shape, bool(np.all(m.se > 0))
-    ([0.5, 1.0], (2, 2, 2), True)
-    """
-    from ..training import NTKMLP, train_gd
-
-    X, Y, X_eval, weight_var = _inputs(X, Y, X_eval, weight_var)
-    depth = check_int(depth, "depth", low=1)
-    width = check_int(width, "width", low=1)
-    n_networks = check_int(n_networks, "n_networks", low=2)
-    lr = check_real(lr, "lr", low=0.0, low_open=True)
-    t = np.atleast_1d(check_array(t, "t")).astype(float)
-    steps = np.rint(t / lr).astype(np.int64) if t.ndim == 1 else None
-    if steps is None or np.any(steps < 1):
-        raise ValueError(f"t must be a 1-D array of times >= lr / 2 = {lr / 2:.3g}, got {t}")
-    work = n_networks * int(steps.max()) * X.shape[0] * width * (width * (depth - 1) + X.shape[1])
-    if work > _MAX_WORK:
-        raise ValueError(f"the measurement needs ~{work:.2g} multiply-adds (limit "
-                         f"{_MAX_WORK:.0e}); lower n_networks, width or t / lr")
-    every = math.gcd(*steps.tolist())
-    streams = seed_sequence(seed).spawn(n_networks)
-    changes = []
-    for stream in streams:
-        model = NTKMLP.init(depth, width=width, d_in=X.shape[1], weight_var=weight_var,
-                            seed=stream)
-        run = train_gd(model, X, Y, lr=lr, steps=int(steps.max()), record_every=every,
-                       X_eval=X_eval)
-        inner = run.movement.inner
-        changes.append(inner[steps // every] - inner[0])
-    changes = np.array(changes)
-    return MeasuredGramDrift(steps * lr, changes.mean(0),
-                             changes.std(0, ddof=1) / math.sqrt(n_networks), depth, width,
-                             n_networks, lr)
-
-
-@dataclass(frozen=True, eq=False)
-class MeasuredGramRate(ResultDisplay):
-    """``E_w[dQ/dt]`` at ``t = 0`` over random networks: mean and standard error.
-
-    Attributes
-    ----------
-    mean, se : ndarray, shape (E, E)
-        Mean over networks of the readout-averaged rate, and its standard error.
-    depth, width, n_networks : int
-        The networks measured.
-    """
-
-    mean: np.ndarray
-    se: np.ndarray
-    depth: int
-    width: int
-    n_networks: int
-
-    def z(self, prediction) -> np.ndarray:
-        """``(mean - prediction) / se`` entrywise (``prediction`` of shape (E, E))."""
-        return _z(self, getattr(prediction, "rate", prediction))
-
-
-def _network_rate(model, P, tr, ev):
-    """``E_w dQ/dt`` at ``t = 0`` of one network: ``-1/(2n) sum_j <grad Q_ab, grad Q_jj>``.
-
-    Each gradient is a backward pass from a cotangent on the last pre-activation at one input
-    (``s_a h_b`` or ``h_a s_b`` for ``Q_ab``, ``2 h_j`` for ``Q_jj``); the inner product of two
-    weight gradients of layer ``l`` is ``scale^2 (delta . delta') (h^(l-1) . h'^(l-1))``.
-    """
-    _, G, H = model._forward(P)
-    h, s = H[-1], G[-1] > 0
-    E, n = len(ev), h.shape[1]
-    a, b = np.repeat(ev, E), np.tile(ev, E)
-    point = np.concatenate([a, b, tr])
-    delta = np.concatenate([s[a] * h[b], h[a] * s[b], 2 * h[tr]])
-    gram = 0.0
-    for l in range(model.depth - 1, -1, -1):
-        scale = model._scale(l)
-        below = H[l][point]
-        gram = gram + scale ** 2 * (delta @ delta[-len(tr):].T) * (below @ below[-len(tr):].T)
-        if l:
-            delta = scale * (delta @ model.weights[l]) * (G[l - 1][point] > 0)
-    per = gram[:E * E] + gram[E * E:2 * E * E]  # (E * E, N): <grad Q_ab, grad Q_jj>
-    return -per.sum(1).reshape(E, E) / (2 * n)
-
-
-def measure_gram_drift_rate(X, X_eval, *, depth=1, width=1024, n_networks=100,
-                            weight_var=2.0, seed=0) -> MeasuredGramRate:
-    """Measure ``E[dQ/dt]`` at ``t = 0`` on random networks of finite width, any depth.
-
-    For each network of :meth:`symscale.training.NTKMLP.init` the readout is averaged out
-    exactly (:func:`gram_drift_rate`), leaving ``-1/(2n) sum_j <grad Q(x, x'), grad Q(x_j,
-    x_j)>`` over the hidden weights; the mean over networks estimates the finite-width rate,
-    which is exact in expectation at every width (no training is run).
-
-    Parameters
-    ----------
-    X, X_eval, weight_var
-        As in :func:`gram_drift_rate`.
-    depth : int, keyword-only
-        Hidden layers (any).
-    width : int
-        Hidden width.
-    n_networks : int
-        Networks averaged (>= 2, for a standard error).
-    seed : None, int, SeedSequence or Generator
-        One independent stream per network is spawned from it.
-
-    Returns
-    -------
-    MeasuredGramRate
-
-    Raises
-    ------
-    TypeError, ValueError
-        As :func:`gram_drift_rate` (any depth), ``n_networks < 2``, or more than 5e12
-        multiply-adds (``n_networks * inputs * width^2 * depth``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.sqrt(1.5) * np.array([[1.0, 0, 0], [0, 1.0, 0], [0.6, 0.8, 0]])
-    >>> m = measure_gram_drift_rate(X, X[:2], depth=2, width=64, n_networks=8)
-    >>> m.mean.shape, bool(np.all(m.se > 0)), bool(np.allclose(m.mean, m.mean.T))
-    ((2, 2), True, True)
-    """
-    from ..training import NTKMLP
-
-    X, _, X_eval, weight_var = _inputs(X, np.zeros(len(np.asarray(X))), X_eval, weight_var)
-    depth = check_int(depth, "depth", low=1)
-    width = check_int(width, "width", low=1)
-    n_networks = check_int(n_networks, "n_networks", low=2)
-    P, tr, ev = _points(X, X_eval)
-    rows = len(P) + 2 * len(ev) ** 2 + len(tr)
-    work = n_networks * rows * width * (width * (depth - 1) + X.shape[1])
-    if work > _MAX_WORK:
-        raise ValueError(f"the measurement needs ~{work:.2g} multiply-adds (limit "
-                         f"{_MAX_WORK:.0e}); lower n_networks or width")
-    rates = np.array([
-        _network_rate(NTKMLP.init(depth, width=width, d_in=X.shape[1], weight_var=weight_var,
-                                  seed=stream), P, tr, ev)
-        for stream in seed_sequence(seed).spawn(n_networks)])
-    return MeasuredGramRate(rates.mean(0), rates.std(0, ddof=1) / math.sqrt(n_networks), depth,
-                            width, n_networks)
+__getattr__ = deprecated_names(__name__, {
+    name: (f"symscale.deep_ntk.measured_drift.{name}", _moved(name))
+    for name in ("MeasuredGramDrift", "measure_gram_drift", "MeasuredGramRate",
+                 "measure_gram_drift_rate")})

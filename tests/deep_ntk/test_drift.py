@@ -36,6 +36,12 @@ def test_one_hidden_layer_matches_wide_networks_and_moves(data):
     assert (z ** 2).mean() < 3, z
     # the drift is not zero for one hidden layer: several entries move by > 5 SE
     assert m.significance()[-1][iu].max() > 5
+    # the aggregate deviation <dh(x), dh(x')> in closed form; its norms stay O(1)
+    z = m.deviation_z(D)[:, iu[0], iu[1]]
+    assert np.abs(z).max() < 4, z
+    assert (z ** 2).mean() < 3, z
+    assert (np.diagonal(m.deviation, axis1=1, axis2=2) / np.diagonal(
+        m.deviation_se, axis1=1, axis2=2)).min() > 5
 
 
 def test_initial_rate_is_exact_at_finite_width(data):
@@ -61,6 +67,10 @@ def test_two_hidden_layers_match_the_closed_form_and_need_the_collective_part(da
     assert m.significance()[0].max() > 5  # it moves
     # neuron by neuron alone (the one-layer form with the NTK below) is refuted
     assert np.abs(m.z(D.drift - D.collective)).max() > 5
+    # the aggregate deviation too: the other neurons' pull through the first layer counts
+    z = m.deviation_z(D)[:, iu[0], iu[1]]
+    assert np.abs(z).max() < 4, z
+    assert np.abs(m.deviation_z(D.deviation - D.deviation_collective)).max() > 5
 
 
 def test_a_delta_absorbs_each_step_at_its_point_in_any_order():
@@ -97,6 +107,13 @@ def test_closed_form_structure(data, depth):
     # the rate is gram_drift_rate's, and the collective part is zero exactly at one layer
     assert np.allclose(D.rate, gram_drift_rate(X, Xe, depth=depth).rate, rtol=1e-12)
     assert D.depth == depth and (np.all(D.collective == 0) == (depth == 1))
+    assert np.all(D.deviation_collective == 0) == (depth == 1)
+    # the deviation Gram: zero at t = 0, symmetric, positive semidefinite, ~ t^2 early
+    dev = full.deviation
+    assert np.all(dev[0] == 0) and np.allclose(dev, np.swapaxes(dev, 1, 2))
+    assert np.linalg.eigvalsh(dev[1:]).min() > -1e-12 * np.abs(dev[1:]).max()
+    early = gram_drift(X, Y, Xe, [1e-4, 2e-4], depth=depth).deviation
+    assert np.allclose(early[1], 4 * early[0], rtol=1e-3)
 
 
 @pytest.mark.parametrize("depth", [1, 2])
@@ -176,7 +193,8 @@ def test_rate_of_one_layer_is_gram_drift_rate(data):
 def test_network_rate_is_the_readout_average_of_a_gd_step(depth):
     # with Y = 0, dQ/dt at t = 0 is a quadratic form in the readout w, so its average over
     # w ~ N(0, I) is the sum of its values at the unit vectors e_i: each is one tiny GD step
-    from symscale.deep_ntk.drift import _network_rate, _points
+    from symscale.deep_ntk.drift import _points
+    from symscale.deep_ntk.measured_drift import _network_rate
     from symscale.training import NTKMLP, train_gd
 
     X, _, Xe = _data(4, 1, d=5, seed=4)
@@ -258,7 +276,18 @@ def test_two_layers_follow_the_weight_variance_and_unnormalized_inputs():
                            weight_var=1.0, seed=4)
     assert np.abs(m.z(D)).max() < 4, m.z(D)
     assert np.abs(m.z(D.drift - D.collective)).max() > 5
+    assert np.abs(m.deviation_z(D)).max() < 4, m.deviation_z(D)
     r = gram_drift_rate(X, Xe, depth=2, weight_var=1.0)
     mr = measure_gram_drift_rate(X, Xe, depth=2, width=512, n_networks=150, weight_var=1.0,
                                  seed=1)
     assert np.abs(mr.z(r)).max() < 4 and np.abs(mr.z(r.independent)).min() > 5
+
+
+def test_measurements_moved_to_measured_drift_warn_from_drift():
+    import symscale.deep_ntk.drift as drift
+    from symscale.deep_ntk import measured_drift
+
+    for name in ("MeasuredGramDrift", "measure_gram_drift", "MeasuredGramRate",
+                 "measure_gram_drift_rate"):
+        with pytest.warns(DeprecationWarning, match=f"measured_drift.{name}"):
+            assert getattr(drift, name) is getattr(measured_drift, name)
