@@ -319,9 +319,10 @@ def _feature_movement(section, quick):
     lr, steps = 0.3, 17
     mx, ag, mx_se, ag_se, lin_ag, gram = [], [], [], [], [], []
     for n in widths:
-        models = [NTKMLP.init(3, d_in=d, width=n, seed=s) for s in seeds]
-        runs = [feature_movement(train_gd(m, X, Y, lr, steps, record_every=steps, X_eval=X_eval))
-                for m in models]
+        # one network alive at a time: at width 8192 each holds 1 GiB of weights
+        runs = [feature_movement(train_gd(NTKMLP.init(3, d_in=d, width=n, seed=s), X, Y, lr,
+                                          steps, record_every=steps, X_eval=X_eval))
+                for s in seeds]
         mx.append(np.mean([r.max_neuron[-1] for r in runs]))
         ag.append(np.mean([r.aggregate[-1] for r in runs]))
         # error bars: standard error over the initialization seeds
