@@ -7,11 +7,13 @@ so that ``from module import old`` and ``module.old`` both warn with the new nam
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import warnings
 from typing import Callable
 
-__all__ = ["deprecated_names", "renamed_arguments", "reordered_arguments", "std_to_var"]
+__all__ = ["deprecated_names", "moved_names", "renamed_arguments", "reordered_arguments",
+           "std_to_var"]
 
 
 def deprecated_names(module: str, aliases: dict[str, tuple[str, Callable[[], object]]]):
@@ -37,6 +39,27 @@ def deprecated_names(module: str, aliases: dict[str, tuple[str, Callable[[], obj
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def moved_names(module: str, new_module: str, names):
+    """A module ``__getattr__`` for ``names`` moved, unrenamed, to ``new_module`` (imported on
+    first use, so the two modules may import each other).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> getattr_ = moved_names("mod", "math", ["pi"])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     value = getattr_("pi")
+    >>> round(value, 5), str(caught[0].message).endswith("use math.pi")
+    (3.14159, True)
+    """
+    def get(name):
+        return getattr(importlib.import_module(new_module), name)
+
+    return deprecated_names(module, {name: (f"{new_module}.{name}", functools.partial(get, name))
+                                     for name in names})
 
 
 def renamed_arguments(**renames):

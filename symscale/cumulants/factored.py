@@ -64,7 +64,7 @@ import math
 
 import numpy as np
 
-from .._deprecation import deprecated_names
+from .._deprecation import moved_names
 from ..arrays import device_of, movers, namespace, to_numpy
 from .diagrams import diagrams
 from .network import RandomMLP, _stacked_affine
@@ -461,15 +461,6 @@ _NO3 = {v: Tracking(full=t.full, slices=t.slices[1:], cap=t.cap)
         for v, t in (("basic", _TRACK), ("augmented", _TRACK_AUG))}
 
 
-def _moved(name):
-    def get():
-        from . import factored_fourth
-
-        return getattr(factored_fourth, name)
-    return get
-
-
 # the K = 4 estimator moved to its own module (this one had grown past 850 lines)
-__getattr__ = deprecated_names(__name__, {
-    name: (f"symscale.cumulants.factored_fourth.{name}", _moved(name))
-    for name in ("FactoredFourth", "factored_k4_run")})
+__getattr__ = moved_names(__name__, "symscale.cumulants.factored_fourth",
+                          ("FactoredFourth", "factored_k4_run"))

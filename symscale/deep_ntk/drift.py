@@ -110,7 +110,7 @@ import numpy as np
 
 from ..display import ResultDisplay
 from ..expectations.orthant import _expect
-from .._deprecation import deprecated_names
+from .._deprecation import moved_names
 from ..validation import check_array, check_int, check_real
 
 __all__ = ["GramDrift", "gram_drift", "GramDriftRate", "gram_drift_rate"]
@@ -256,6 +256,30 @@ _SLOTS = ((0, ("step", "relu"), ((0, ("delta", "relu")), (1, ("step", "step"))))
           (1, ("relu", "step"), ((0, ("step", "step")), (1, ("relu", "delta")))))
 
 
+def _c_entries(c, Kg, Tg, l, j, x, xp, weight_var, collective):
+    """Entries ``C[l, j]`` (index arrays) for one eval pair ``(x, x')``, in two parts.
+
+    ``C[l, j] = <grad Q(x, x'), sum_i h_i(x_l) grad h_i(x_j)> / n``: neuron by neuron with
+    the NTK below (``Tg``), and, at two layers, pairs ``i != i'`` (Stein's lemma on their
+    second-layer rows, given the first layer) with ``E[d_q (h_l s_j)]`` over ``q in {l, j}``.
+    """
+    xx = (x, xp)
+    C, Cc = np.zeros(len(j)), np.zeros(len(j))
+    if collective:
+        du = ((l, _expectations(Kg, _rows(l, j), ("step", "step"))),
+              (j, _expectations(Kg, _rows(l, j), ("relu", "delta"))))
+    for e, v_kinds, derivs in _SLOTS:
+        e = xx[e]
+        C += _expectations(Kg, _rows(l, j, x, xp), ("relu", "step") + v_kinds) * Tg[e, j]
+        for p, d_kinds in derivs if collective else ():
+            p = xx[p]
+            dv = _expectations(Kg, _rows(x, xp), d_kinds)
+            Cc += weight_var ** 2 * c[e, j] * dv * sum(
+                Eu * _expectations(c, _rows(e, j, p, q), ("step", "step", "relu", "relu"))
+                for q, Eu in du)
+    return C, Cc
+
+
 def _pair_matrices(c, Kg, Tg, tr, x, xp, weight_var, collective):
     """``C`` and ``M`` (N, N) of the module notes for one eval pair ``(x, x')``, split in parts.
 
@@ -271,37 +295,31 @@ def _pair_matrices(c, Kg, Tg, tr, x, xp, weight_var, collective):
     def E(cov, points, kinds):
         return _expectations(cov, _rows(*points), kinds)
 
-    C, M = np.zeros(len(j)), np.zeros(len(j))
-    Cc, Mc = np.zeros(len(j)), np.zeros(len(j))
+    C, Cc = _c_entries(c, Kg, Tg, j, k, x, xp, weight_var, collective)  # rows l = j, cols k
+    M, Mc = np.zeros(len(j)), np.zeros(len(j))
     if collective:
         s4 = weight_var ** 2
-        # E[d_q (h_l s_j)] over q in {l, j} (rows l = j, columns j = k of the grid), and
         # E[d_q (delta_j s_k)]: E[delta'_j s_k] = -(K_kj / K_jj) E[delta_j delta_k] (Gaussian
         # conditioning); on j = k, delta_j s_j = delta_j / 2 and E[delta'_j] / 2 = 0
-        du = ((j, E(Kg, (j, k), ("step", "step"))), (k, E(Kg, (j, k), ("relu", "delta"))))
         dd = np.zeros(len(j))
         off = j != k
         dd[off] = E(Kg, (j[off], k[off]), ("delta", "delta"))
         d_delta = ((j, -Kg[k, j] / Kg[j, j] * dd), (k, dd))
-        ss = du[0][1]  # E[s_j s_k] of neuron i, whose own gradient moves the others
+        ss = E(Kg, (j, k), ("step", "step"))  # of neuron i, whose own gradient moves the others
     for e, v_kinds, derivs in _SLOTS:
         e = xx[e]
-        # C[l, j] = <grad Q, sum_i h_i(x_l) grad h_i(x_j)> / n; M[j, k]: kinks crossing x_j
-        # and the moves of h(x), h(x') along neuron i's own gradient (the NTK below: Tg)
-        C += E(Kg, (j, k) + xx, ("relu", "step") + v_kinds) * Tg[e, k]
+        # M[j, k]: kinks crossing x_j and the moves of h(x), h(x') along neuron i's own
+        # gradient (the NTK below: Tg)
         M += E(Kg, (j, k) + xx, ("delta", "step") + v_kinds) * Tg[j, k] * Tg[e, j]
         for p, d_kinds in derivs:
             p = xx[p]
             M += E(Kg, (j, k) + xx, ("step", "step") + d_kinds) * Tg[p, k] * Tg[e, j]
             if not collective:
                 continue
-            # pairs i != i' (Stein's lemma on their second-layer rows, given the first layer)
+            # a kink at x_j paired with another neuron i' (Stein, as in C)
             dv = E(Kg, xx, d_kinds)
-
-            def first(a, b):  # E_1[s_e s_a h_p h_b] over the first layer
-                return E(c, (e, a, p, b), ("step", "step", "relu", "relu"))
-            Cc += s4 * c[e, k] * dv * sum(Eu * first(k, q) for q, Eu in du)
-            Mc += s4 * Tg[j, k] * c[e, j] * dv * sum(Eu * first(j, q) for q, Eu in d_delta)
+            Mc += s4 * Tg[j, k] * c[e, j] * dv * sum(
+                Eu * E(c, (e, j, p, q), ("step", "step", "relu", "relu")) for q, Eu in d_delta)
             # neuron i moves the others (two off-diagonal NTK entries), its own row of W^2
             # moves, and first-layer kinks cross x_e or x_j
             Mc += s4 * ss * c[e, j] * dv * (
@@ -555,36 +573,17 @@ def gram_drift_rate(X, X_eval, *, depth=1, weight_var=2.0) -> GramDriftRate:
         raise ValueError(f"N = {N} training and E = {E} eval inputs need more than "
                          f"{_MAX_TERMS:.0e} Gaussian expectations; use fewer inputs")
     c = weight_var * (P @ P.T) / P.shape[1]
-    K, theta = (c, c) if depth == 1 else _relu_kernels(c, weight_var)
-    ab = np.array([(a, b) for a in ev for b in ev])
-    a, b = np.repeat(ab[:, 0], N), np.repeat(ab[:, 1], N)
-    j = np.tile(tr, E * E)
-
-    def E2(points, kinds, cov=K):
-        return _expectations(cov, np.stack(points, 1), kinds)
-
-    indep = -(E2((a, b, j), ("step", "relu", "relu")) * theta[a, j]
-              + E2((a, b, j), ("relu", "step", "relu")) * theta[b, j])
-    coll = np.zeros_like(indep)
-    if depth == 2:
-        ss = E2((a, b), ("step", "step"))
-        coll = -weight_var ** 2 / 2 * (
-            c[a, j] * (E2((a, b), ("delta", "relu")) * E2((a, j), ("relu", "relu"), c)
-                       + ss * E2((a, j, b, j), ("step", "step", "relu", "relu"), c))
-            + c[b, j] * (ss * E2((b, j, a, j), ("step", "step", "relu", "relu"), c)
-                         + E2((a, b), ("relu", "delta")) * E2((b, j), ("relu", "relu"), c)))
-    indep, coll = (v.reshape(E, E, N).sum(-1) for v in (indep, coll))
-    return GramDriftRate(depth, indep + coll, indep, coll)
+    Kg, Tg = (c, c) if depth == 1 else _relu_kernels(c, weight_var)
+    parts = np.zeros((2, E, E))  # -tr C: neuron by neuron, collective
+    for a in range(E):
+        for b in range(a, E):
+            for part, C in zip(parts, _c_entries(c, Kg, Tg, tr, tr, ev[a], ev[b], weight_var,
+                                                 depth == 2)):
+                part[a, b] = part[b, a] = -np.sum(C)
+    return GramDriftRate(depth, parts.sum(0), *parts)
 
 
-def _moved(name):
-    def get():
-        from . import measured_drift
-        return getattr(measured_drift, name)
-    return get
-
-
-__getattr__ = deprecated_names(__name__, {
-    name: (f"symscale.deep_ntk.measured_drift.{name}", _moved(name))
-    for name in ("MeasuredGramDrift", "measure_gram_drift", "MeasuredGramRate",
-                 "measure_gram_drift_rate")})
+# the measurements moved to their own module (this one had grown past 800 lines)
+__getattr__ = moved_names(__name__, "symscale.deep_ntk.measured_drift",
+                          ("MeasuredGramDrift", "measure_gram_drift", "MeasuredGramRate",
+                           "measure_gram_drift_rate"))

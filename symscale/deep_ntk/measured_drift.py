@@ -33,12 +33,11 @@ __all__ = ["MeasuredGramDrift", "measure_gram_drift", "MeasuredGramRate",
 _MAX_WORK = 5e12  # multiply-adds one measurement may spend (networks x steps x layer work)
 
 
-def _z(measured, prediction):
+def _z(mean, se, prediction):
     prediction = np.asarray(prediction, dtype=float)
-    if prediction.shape != measured.mean.shape:
-        raise ValueError(f"prediction must have shape {measured.mean.shape}, got "
-                         f"{prediction.shape}")
-    return (measured.mean - prediction) / measured.se
+    if prediction.shape != mean.shape:
+        raise ValueError(f"prediction must have shape {mean.shape}, got {prediction.shape}")
+    return (mean - prediction) / se
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,7 +71,7 @@ class MeasuredGramDrift(ResultDisplay):
 
     def z(self, prediction) -> np.ndarray:
         """``(mean - prediction) / se`` entrywise (``prediction`` of shape (T, E, E))."""
-        return _z(self, getattr(prediction, "drift", prediction))
+        return _z(self.mean, self.se, getattr(prediction, "drift", prediction))
 
     def significance(self) -> np.ndarray:
         """``|mean| / se``: how many standard errors each entry moved."""
@@ -80,9 +79,7 @@ class MeasuredGramDrift(ResultDisplay):
 
     def deviation_z(self, prediction) -> np.ndarray:
         """``(deviation - prediction) / deviation_se`` (a ``GramDrift`` or an array)."""
-        prediction = getattr(prediction, "deviation", prediction)
-        return _z(MeasuredGramRate(self.deviation, self.deviation_se, self.depth, self.width,
-                                   self.n_networks), prediction)
+        return _z(self.deviation, self.deviation_se, getattr(prediction, "deviation", prediction))
 
 
 def measure_gram_drift(X, Y, X_eval, t, *, depth=1, width=1024, n_networks=100, lr=0.1,
@@ -186,7 +183,7 @@ class MeasuredGramRate(ResultDisplay):
 
     def z(self, prediction) -> np.ndarray:
         """``(mean - prediction) / se`` entrywise (``prediction`` of shape (E, E))."""
-        return _z(self, getattr(prediction, "rate", prediction))
+        return _z(self.mean, self.se, getattr(prediction, "rate", prediction))
 
 
 def _network_rate(model, P, tr, ev):
