@@ -9,7 +9,7 @@
     symscale check kernel ACT [--ntk] [--param NAME=VALUE ...] [--samples N] [--seed S]
                               [--points K] [--n-sigma Z]
     symscale reproduce [--quick] --out DIR [--force] [--derivations DIR] [--no-progress]
-                       [--resume] [--scheduler ADDRESS] [--threads N]
+                       [--resume] [--scheduler ADDRESS] [--threads N] [--jobs N]
 
 Limits: 0 <= --order <= 200, 1 <= --power <= 20, 2 <= --samples <= 10**9, 1 <= --points <= 1000,
 --seed >= 0, --n-sigma finite and > 0; each --param NAME is given at most once.
@@ -22,7 +22,8 @@ the scripts that finished in an earlier run into DIR (same source, mode and syms
 ``--scheduler ADDRESS`` runs the scripts as tasks on that Dask scheduler (``pip install -e
 ".[dask]"``; the workers need symscale and the scripts' path). ``--threads N`` caps each script's
 BLAS and OpenMP threads (default: 1 with ``--quick``, whose arrays are small, else the libraries'
-default).
+default). ``--jobs N`` runs the scripts in N local processes (default: one per core for a quick
+run expected to take 20 s or more, else 1); the report is the same up to the run times.
 
 Bad arguments print one line on stderr and exit with status 2 (never a traceback); a failed
 sampling check, or a report with a failed check or a broken script, exits with status 1.
@@ -105,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--threads", type=_int_option(1, 4096), default=None, metavar="N",
                      help="BLAS/OpenMP threads per script (default: 1 with --quick, else the "
                      "libraries' default)")
+    rep.add_argument("--jobs", type=_int_option(1, 4096), default=None, metavar="N",
+                     help="local processes running whole scripts (default: one per core for "
+                     "a quick run expected to take 20 s or more, else 1)")
     return p
 
 
@@ -301,7 +305,8 @@ def _cmd_reproduce(args, out):
         report = reproduce(args.out, quick=args.quick, derivations=args.derivations,
                            progress=not args.no_progress, force=args.force, client=client,
                            resume=args.resume,
-                           threads="auto" if args.threads is None else args.threads)
+                           threads="auto" if args.threads is None else args.threads,
+                           jobs="auto" if args.jobs is None else args.jobs)
     finally:
         if client is not None:
             client.close()

@@ -17,6 +17,13 @@ Threads: the quick run holds the BLAS and OpenMP pools to one thread per script 
 Its matrices are small, so a second thread mostly waits: on two cores the quick job took the
 same wall time with one thread and 11 % less CPU (94.6 against 105.8 s). The full run keeps the
 libraries' default.
+
+Processes: the cores a single-threaded quick run leaves idle run other scripts (``jobs``).
+Each script runs whole in one worker process, longest expected first, and returns the same
+result as in the parent (the scripts seed their own generators), so the report is identical
+up to the run times; a worker's steps still reach the progress display. On two cores the quick
+job took 55 s of wall time with two processes against 101 s in one (its CPU time, ~95 s, is
+the same).
 """
 
 from __future__ import annotations
@@ -36,10 +43,14 @@ from .report import Report, Section, _check_out, _claim_out, _load, find_derivat
 from .validation import check_int
 
 __all__ = ["reproduce", "run_script", "expected_seconds", "expected_time_line", "TIMINGS_ENV",
-           "CACHE_DIR"]
+           "CACHE_DIR", "AUTO_JOBS_SECONDS"]
 
 #: Folder inside the report folder that keeps finished scripts' results for ``resume=True``.
 CACHE_DIR = ".symscale-cache"
+
+#: ``jobs="auto"`` starts worker processes only for quick runs expected to take at least this
+#: many seconds (starting a pool costs about a second of imports).
+AUTO_JOBS_SECONDS = 20.0
 
 
 def run_script(path, quick: bool, out, on_step=None, *, threads=None) -> dict:
@@ -90,14 +101,14 @@ def _figures(folder: Path) -> set:
     return {p.name for p in figures.glob("*.png")} if figures.is_dir() else set()
 
 
-def _remote_script(path: str, quick: bool, threads=None) -> dict:
+def _remote_script(path: str, quick: bool, threads=None, on_step=None) -> dict:
     """:func:`run_script` on a worker, into a temporary folder; the figures come back as
     bytes (the worker need not share the report folder, only the scripts)."""
     import matplotlib
 
     matplotlib.use("Agg")
     with tempfile.TemporaryDirectory(prefix="symscale-reproduce-") as tmp:
-        result = run_script(path, quick, tmp, threads=threads)
+        result = run_script(path, quick, tmp, on_step, threads=threads)
         result["figure_bytes"] = {name: (Path(tmp) / "figures" / name).read_bytes()
                                   for name in result["figures"]}
     return result
@@ -141,7 +152,7 @@ def _store(folder: Path, path: Path, quick: bool, result: dict) -> None:
 
 def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = True,
               force: bool = False, client=None, resume: bool = False,
-              threads="auto") -> Report:
+              threads="auto", jobs="auto") -> Report:
     """Run every derivation script into ``out`` and write ``out/index.md``.
 
     Parameters
@@ -170,8 +181,14 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
     threads : int, None or "auto"
         Cap on the BLAS and OpenMP threads of each script (locally and on the workers).
         ``"auto"`` (default) is 1 in quick mode, where the arrays are small and extra threads
-        spin (see the module docstring), and the libraries' default in full mode; None always
-        leaves the default.
+        spin (see the module docstring); in full mode the libraries' default, shared out
+        between the processes when ``jobs > 1``. None always leaves the default.
+    jobs : int or "auto"
+        Local worker processes, each running whole scripts (ignored with ``client``). 1 runs
+        every script in this process. ``"auto"`` (default) is one per available core (at most
+        one per script) for a quick run expected to take at least
+        :data:`AUTO_JOBS_SECONDS`, else 1. The report is the same either way, up to the run
+        times.
 
     Returns
     -------
@@ -188,14 +205,15 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
         No derivations folder, or no scripts in it.
     TypeError
         ``force``, ``resume`` not bools; ``client`` not a Dask client; ``threads`` not an
-        int, None or "auto".
+        int, None or "auto"; ``jobs`` not an int or "auto".
     ValueError
-        ``threads`` < 1.
+        ``threads`` or ``jobs`` < 1.
     """
     for name, value in (("force", force), ("resume", resume)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {value!r}")
-    threads = _check_threads(threads, quick)
+    jobs = _check_jobs(jobs)
+    _check_threads(threads, quick)  # refused before anything is created
     if client is not None and not callable(getattr(client, "submit", None)):
         raise TypeError(f"client must be a dask.distributed.Client or None, got "
                         f"{type(client).__name__}")
@@ -208,8 +226,6 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
 
     _claim_out(folder)
     report = Report(folder)
-    if progress:
-        print(expected_time_line(scripts, quick), file=sys.stderr)
     results = {}
     if resume:
         for path in scripts:
@@ -217,10 +233,19 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
             if hit is not None:
                 results[path] = hit
     todo = [p for p in scripts if p not in results]
+    jobs = 1 if client is not None else _auto_jobs(todo, quick) if jobs == "auto" else \
+        min(jobs, max(len(todo), 1))
+    threads = _check_threads(threads, quick, jobs)
+    if progress:
+        print(expected_time_line(scripts, quick, jobs=jobs), file=sys.stderr)
     bar = tqdm(total=len(scripts), initial=len(results), desc="reproduce", unit="script",
                disable=not progress, file=sys.stderr)
     try:
-        if client is None:
+        if client is not None:
+            _run_on_cluster(client, folder, todo, quick, results, bar, threads)
+        elif jobs > 1:
+            _run_in_processes(jobs, folder, todo, quick, results, bar, threads)
+        else:
             for path in todo:
                 bar.set_postfix_str(path.name)
                 show = lambda sec, name=path.name: bar.set_postfix_str(  # noqa: E731
@@ -228,8 +253,6 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
                 results[path] = run_script(path, quick, folder, show, threads=threads)
                 _store(folder, path, quick, results[path])
                 bar.update()
-        else:
-            _run_on_cluster(client, folder, todo, quick, results, bar, threads)
     finally:
         bar.close()
     for path in scripts:  # script order, whichever finished first
@@ -246,12 +269,131 @@ def reproduce(out, *, quick: bool = False, derivations=None, progress: bool = Tr
     return report
 
 
-def _check_threads(threads, quick=None):
+def _check_threads(threads, quick=None, jobs=1):
     """``threads`` as a pool cap: an int >= 1 or None; ``"auto"`` (where ``quick`` is given)
-    is 1 in quick mode, else None."""
+    is 1 in quick mode, else None for one process and the cores shared out for ``jobs``."""
     if quick is not None and isinstance(threads, str) and threads == "auto":
-        return 1 if quick else None
+        if quick:
+            return 1
+        return None if jobs == 1 else max(1, _cores() // jobs)
     return None if threads is None else check_int(threads, "threads", low=1)
+
+
+def _check_jobs(jobs):
+    if isinstance(jobs, str) and jobs == "auto":
+        return jobs
+    return check_int(jobs, "jobs", low=1)
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _auto_jobs(todo, quick: bool) -> int:
+    """``jobs="auto"``: one process per core (at most one per script) for a quick run long
+    enough to pay for starting them; 1 otherwise (a full run's BLAS already uses the cores)."""
+    if not quick or len(todo) < 2 or _cores() < 2:
+        return 1
+    if expected_seconds(todo, quick)[0] < AUTO_JOBS_SECONDS:
+        return 1
+    return min(_cores(), len(todo))
+
+
+def _accept(folder: Path, path: Path, quick: bool, result: dict, results: dict) -> None:
+    """Take a script's result from another process: write its figures, keep it, cache it."""
+    figures = folder / "figures"
+    for name, data in result.pop("figure_bytes", {}).items():
+        figures.mkdir(exist_ok=True)
+        (figures / name).write_bytes(data)
+    results[path] = result
+    _store(folder, path, quick, result)
+
+
+_STEPS = None  # a worker process's queue to the parent's progress display
+
+
+def _init_worker(queue) -> None:
+    global _STEPS
+    _STEPS = queue
+
+
+def _worker_script(path: str, quick: bool, threads) -> dict:
+    """:func:`_remote_script` in a local worker process, its steps sent to the parent."""
+    name = Path(path).name
+
+    def on_step(sec):
+        _STEPS.put((name, f"step {sec.steps}: {sec.current[:40]}"))
+
+    return _remote_script(path, quick, threads, on_step)
+
+
+def _failed(path: Path, what: str, exc: BaseException) -> dict:
+    return {"name": path.name, "title": None, "parts": [], "failures": [], "seconds": 0.0,
+            "figures": [], "error": f"{path.name}: {what}: {exc!r}"}
+
+
+def _run_in_processes(jobs, folder, todo, quick, results, bar, threads):
+    """Run the scripts in ``jobs`` worker processes, longest expected first. A worker that
+    dies breaks its pool and every script still in it: those run again one per fresh
+    process, so only the script that killed its process is reported."""
+    expected = _per_script_seconds(todo, quick)[0]
+    order = sorted(todo, key=lambda p: -(expected[Path(p).name] or 0.0))
+    for path in _pool_pass(jobs, folder, order, quick, results, bar, threads, retry=True):
+        _pool_pass(1, folder, [path], quick, results, bar, threads, retry=False)
+
+
+def _pool_pass(jobs, folder, paths, quick, results, bar, threads, *, retry):
+    """One process pool over ``paths``; returns the paths lost to a broken pool when
+    ``retry`` (else those are reported as failed)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import queue as queue_module
+    from concurrent.futures.process import BrokenProcessPool
+
+    # forkserver: workers fork from a clean server with the imports done once (forking this
+    # process would copy its threads' locks); spawn where there is no forkserver
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["symscale.reproduction", "matplotlib.pyplot"])
+    steps, running, lost = ctx.Queue(), {}, []
+    with cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                initargs=(steps,)) as pool:
+        futures = {pool.submit(_worker_script, str(Path(p).resolve()), quick, threads): p
+                   for p in paths}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = cf.wait(pending, timeout=0.25, return_when=cf.FIRST_COMPLETED)
+                try:
+                    while True:
+                        name, what = steps.get_nowait()
+                        running[name] = what
+                except queue_module.Empty:
+                    pass
+                for fut in done:
+                    path = futures[fut]
+                    running.pop(path.name, None)
+                    try:
+                        result = fut.result()
+                    except BrokenProcessPool as exc:
+                        if retry:
+                            lost.append(path)
+                            continue
+                        result = _failed(path, "the worker process died", exc)
+                    except Exception as exc:  # e.g. a result that does not pickle
+                        result = _failed(path, "the worker process failed", exc)
+                    _accept(folder, path, quick, result, results)
+                    bar.update()
+                bar.set_postfix_str(" | ".join(f"{k} · {v}" for k, v in running.items()))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # an interrupt stops the queue
+            raise
+    return [p for p in paths if p in lost]
 
 
 def _run_on_cluster(client, folder, todo, quick, results, bar, threads=None):
@@ -262,13 +404,7 @@ def _run_on_cluster(client, folder, todo, quick, results, bar, threads=None):
     try:
         for fut in as_completed(list(futures)):
             path = futures[fut]
-            result = fut.result()
-            figures = folder / "figures"
-            for name, data in result.pop("figure_bytes", {}).items():
-                figures.mkdir(exist_ok=True)
-                (figures / name).write_bytes(data)
-            results[path] = result
-            _store(folder, path, quick, result)
+            _accept(folder, path, quick, fut.result(), results)
             bar.set_postfix_str(path.name)
             bar.update()
     except BaseException:
@@ -359,27 +495,40 @@ def expected_seconds(scripts, quick: bool = False) -> tuple[float, list, list]:
     >>> expected_seconds(find_derivations(folder), quick=False)[0::2]
     (600.0, ['01_b.py'])
     """
+    seconds, measured = _per_script_seconds(scripts, quick)
+    unknown = [name for name, sec in seconds.items() if sec is None]
+    return sum(sec for sec in seconds.values() if sec is not None), measured, unknown
+
+
+def _per_script_seconds(scripts, quick: bool) -> tuple[dict, list]:
+    """``({name: seconds or None}, [names timed on this machine])`` in script order."""
     mode = "quick" if quick else "full"
     record = _read_times().get(mode)
     record = record if isinstance(record, dict) else {}
-    total, measured, unknown = 0.0, [], []
+    seconds, measured = {}, []
     for path in scripts:
         name = Path(path).name
         last = record.get(name)
         if isinstance(last, (int, float)) and last >= 0:
-            total += float(last)
+            seconds[name] = float(last)
             measured.append(name)
-            continue
-        declared = _declared_seconds(path, mode)
-        if declared is None:
-            unknown.append(name)
         else:
-            total += declared
-    return total, measured, unknown
+            seconds[name] = _declared_seconds(path, mode)
+    return seconds, measured
 
 
-def expected_time_line(scripts, quick: bool = False) -> str:
+def _makespan(seconds, jobs: int) -> float:
+    """Wall time of the longest-first schedule of ``seconds`` on ``jobs`` processes."""
+    loads = [0.0] * jobs
+    for sec in sorted(seconds, reverse=True):
+        loads[loads.index(min(loads))] += sec
+    return max(loads)
+
+
+def expected_time_line(scripts, quick: bool = False, *, jobs: int = 1) -> str:
     """One line stating the expected time of a run (printed by :func:`reproduce` first).
+
+    With ``jobs > 1`` the time is that of the longest-first schedule on that many processes.
 
     Examples
     --------
@@ -390,11 +539,18 @@ def expected_time_line(scripts, quick: bool = False) -> str:
     'reproduce: 1 script, quick mode, expected about 2.5 min (as declared for a 2-core machine)'
     >>> expected_time_line(find_derivations(folder), quick=False)
     'reproduce: 1 script, full mode, expected time unknown (not timed in this mode yet: 00_a.py)'
+    >>> _ = (folder / "01_b.py").write_text('EXPECTED_SECONDS = {"quick": 50}')
+    >>> expected_time_line(find_derivations(folder), quick=True, jobs=2)
+    'reproduce: 2 scripts, quick mode, 2 processes, expected about 2.5 min (as declared for a 2-core machine)'
     """
     scripts = list(scripts)
+    jobs = check_int(jobs, "jobs", low=1)
     total, measured, unknown = expected_seconds(scripts, quick)
+    if jobs > 1:
+        seconds = _per_script_seconds(scripts, quick)[0].values()
+        total = _makespan([sec for sec in seconds if sec is not None], jobs)
     head = (f"reproduce: {len(scripts)} script{'s' if len(scripts) != 1 else ''}, "
-            f"{'quick' if quick else 'full'} mode, ")
+            f"{'quick' if quick else 'full'} mode, " + (f"{jobs} processes, " if jobs > 1 else ""))
     if len(unknown) == len(scripts):
         return head + f"expected time unknown (not timed in this mode yet: {', '.join(unknown)})"
     when = f"about {total / 60:.1f} min" if total >= 90 else f"about {total:.0f} s"

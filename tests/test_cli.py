@@ -562,6 +562,24 @@ def test_reproduce_threads_option_reaches_the_scripts(capsys, tmp_path, extra, e
     assert after == 4
 
 
+def test_reproduce_jobs_option_runs_the_scripts_in_processes(capsys, tmp_path):
+    """--jobs 2 reaches reproduce (stated on the first stderr line); --jobs 0 and a word are
+    one-line usage errors naming the option."""
+    scripts = tmp_path / "derivations"
+    scripts.mkdir()
+    for i in range(2):
+        (scripts / f"0{i}_threads.py").write_text(THREADS_SCRIPT)
+    code, _, err = run_cli(capsys, "reproduce", "--quick", "--out", str(tmp_path / "r"),
+                           "--derivations", str(scripts), "--jobs", "2")
+    assert code == 0 and "2 processes" in err.splitlines()[0]
+    assert (tmp_path / "r" / "index.md").read_text().count("blas threads 1") == 2
+    for bad in ("0", "two"):
+        code, _, err = run_cli(capsys, "reproduce", "--out", str(tmp_path / "x"),
+                               "--derivations", str(scripts), "--jobs", bad)
+        assert code == 2 and "--jobs" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
 # -- reproduce: the output folder --------------------------------------------------------------
 
 FIGURE_SCRIPT = '''
