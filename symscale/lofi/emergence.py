@@ -210,6 +210,13 @@ def effective_dimension(K, kind: str = "participation", lam: float | None = None
     5.0
     """
     kind = _check_kind(kind)
+    s, lam = _residual_spectrum(K, lam, project_out)
+    return _deff_from_eigs(s, kind, lam)
+
+
+def _residual_spectrum(K, lam, project_out):
+    """(clipped eigenvalues of the residual of K, lam or its default Tr K / m): the work of
+    :func:`effective_dimension` that every ``kind`` shares (a sweep computes it once)."""
     K = _as_matrix("K", K)
     m = K.shape[0]
     if K.shape != (m, m):
@@ -225,7 +232,7 @@ def effective_dimension(K, kind: str = "participation", lam: float | None = None
     s = np.linalg.eigvalsh((K + K.T) / 2)
     if s.size and s[0] < -1e-8 * max(abs(s[-1]), 1e-300):
         raise ValueError(f"K must be positive semi-definite (smallest eigenvalue {s[0]:.3g})")
-    return _deff_from_eigs(np.clip(s, 0.0, None), kind, lam)
+    return np.clip(s, 0.0, None), lam
 
 
 # --- spike threshold and BBP ----------------------------------------------------------------------

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..validation import (check_array, check_bool, check_int, check_random_state, check_real,
                           check_seed, seed_int)
-from .emergence import KINDS, effective_dimension, spectral_outliers
+from .emergence import KINDS, _deff_from_eigs, _residual_spectrum, spectral_outliers
 
 __all__ = ["CRITERIA", "EmergenceCurve", "HierarchicalTeacher", "emergence_sweep",
            "predicted_emergence"]
@@ -393,6 +393,7 @@ def emergence_sweep(teacher: HierarchicalTeacher, ns, seeds, features=None,
             lam = np.trace(cov) / n  # Gram convention of the regularized D_eff
             learned = u_hat if residual else None
             res = spectral_outliers(X, y, project_out=learned) if n_quad else None
+            spectra = {}  # residual spectrum of cov, with or without u_hat: shared by all kinds
             for f in features:
                 r = out[f]
                 if teacher.kinds[f] == "linear":
@@ -405,8 +406,12 @@ def emergence_sweep(teacher: HierarchicalTeacher, ns, seeds, features=None,
                     r["top"][a, b] = abs(res.eigenvalues[0] - res.center)
                     r["edge"][a, b] = res.edge
                 proj = None if teacher.kinds[f] == "linear" else learned
-                for k in KINDS:
-                    r["deff"][k][a, b] = effective_dimension(cov, k, lam=lam, project_out=proj)
+                key = proj is None
+                if key not in spectra:
+                    spectra[key] = _residual_spectrum(cov, lam, proj)
+                eigs, lam_k = spectra[key]
+                for k in KINDS:  # effective_dimension(cov, k, lam=lam, project_out=proj)
+                    r["deff"][k][a, b] = _deff_from_eigs(eigs, k, lam_k)
     curves = {}
     for f in features:
         r, quad = out[f], teacher.kinds[f] == "quadratic"

@@ -87,10 +87,11 @@ from ..validation import check_bool, check_int, check_real, seed_sequence
 from .data import duplicate_map, prepare_inputs
 from .infinite import run_infinite
 from .network import apply_op, layer_dims, nonfinite
-from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, MatMul, NonLin,
-                      Readout, Weight, _kinds, _parents, as_graph, topological_order, validate)
+from .program import (Attention, Bias, Embed, KernelScalar, LayerNorm, LinComb, MatMul,
+                      NonLin, Readout, Weight, _kinds, _parents, as_graph, topological_order,
+                      validate)
 
-__all__ = ["run_coupled", "CoupledRun", "LIMIT_PINV_RTOL"]
+__all__ = ["run_coupled", "CoupledRun", "LIMIT_PINV_RTOL", "GROUP_BYTES"]
 
 #: Relative eigenvalue cut of the pseudo-inverse of limit kernels ``K_HH``: the kernels come
 #: from closed forms or quadrature accurate to ~1e-12 relative, so smaller eigenvalues are
@@ -98,6 +99,10 @@ __all__ = ["run_coupled", "CoupledRun", "LIMIT_PINV_RTOL"]
 LIMIT_PINV_RTOL = 1e-10
 
 _EPS = np.finfo(float).eps
+
+#: run_coupled evaluates groups of networks at once on numpy, with about this many bytes of
+#: draws and values per group.
+GROUP_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -377,8 +382,10 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
     finite = np.empty((n_networks, P, start))
     limit = np.empty((n_networks, P, start))
     lines = {n: np.empty(n_networks) for n in vec}
-    for i in range(n_networks):
-        rng_f, rng_l = (np.random.default_rng(s) for s in seeds[i].spawn(2))
+    kids = [s.spawn(2) for s in seeds]  # once: a group that falls back redraws the same
+
+    def one(i):
+        rng_f, rng_l = (np.random.default_rng(s) for s in kids[i])
         vf, vl, of, ol = _one_network(G, order, par, on, dims, plan, P, rng_f,
                                       rng_l if independent else None, bk, acts)
         for o in outs:
@@ -387,6 +394,25 @@ def run_coupled(program, X, width, n_networks: int, seed: int = 0, *,
         for n in vec:
             d = vf[n] - vl[n]
             lines[n][i] = math.sqrt(float(namespace(d).mean(d ** 2)))
+
+    # numpy: groups of networks at once (bit for bit the one-network values, see _group)
+    chunk = n_networks if bk is not None else max(
+        1, GROUP_BYTES // (32 * P * sum(dims.values())))
+    for lo in range(0, n_networks, chunk):
+        hi = min(lo + chunk, n_networks)
+        got = None if bk is not None else _group(G, order, par, data, dims, plan, P,
+                                                 kids[lo:hi], independent)
+        if got is None:  # another backend, or a non-finite value: one by one (names it)
+            for i in range(lo, hi):
+                one(i)
+            continue
+        vf, vl, of, ol = got
+        for o in outs:
+            finite[lo:hi, :, cols[o]] = of[o].swapaxes(1, 2)
+            limit[lo:hi, :, cols[o]] = ol[o].swapaxes(1, 2)
+        for n in vec:
+            d = vf[n] - vl[n]
+            lines[n][lo:hi] = np.sqrt(np.mean((d ** 2).reshape(hi - lo, -1), axis=1))
     rep = duplicate_map(G, data, P)
     if rep is not None:  # equal inputs: equal rows, not equal up to rounding
         finite, limit = finite[:, rep], limit[:, rep]
@@ -433,6 +459,12 @@ def _conditional(H, Gp, h, var_over_n, xi):
     N(0, var/n)); H None for the first use. Arrays of any backend."""
     if H is None:
         return xi @ _psd_root(var_over_n * (h.T @ h))
+    B, R = _regression(H, h, var_over_n)
+    return Gp @ B + xi @ R
+
+
+def _regression(H, h, var_over_n):
+    """``(B, S^{1/2})`` of :func:`_conditional` for a later use (H not None)."""
     xp = namespace(h)
     B = _lstsq(H, h)
     proj = H @ B
@@ -445,7 +477,7 @@ def _conditional(H, Gp, h, var_over_n, xi):
     # direction h shares with H when inputs repeat): cut it on every library alike
     cut = max(var_over_n * float(noise) ** 2, S.shape[0] * _EPS * float(xp.max(xp.abs(w))))
     root = xp.sqrt(xp.where(w > cut, w, 0.0))
-    return Gp @ B + xi @ ((U * root) @ U.T)
+    return B, (U * root) @ U.T
 
 
 def _one_network(G, order, par, data, dims, plan, P, rng, rng_l, bk=None, acts=None):
@@ -520,4 +552,136 @@ def _reveal(state, key, h, var_over_n, xi):
     else:
         xp = namespace(g)
         state[key] = (xp.concatenate([H, h], axis=1), xp.concatenate([Gp, g], axis=1))
+    return g
+
+
+class _Refused(Exception):
+    """A group of networks met a value that is not finite (the networks then run alone)."""
+
+
+def _group(G, order, par, data, dims, plan, P, kids, independent):
+    """:func:`_one_network` on numpy for a group of networks, stacked on a leading axis.
+
+    Each network draws from its own streams ``kids[b]`` in the order of ``_one_network`` and
+    every value is the one-network value bit for bit: stacked matmuls and eigh run numpy's
+    per-matrix kernels, elementwise ops act per entry, and what mixes a network's own columns
+    (regressions on its earlier products, LayerNorm, attention, kernel scalars) runs network
+    by network. Returns None when a value is not finite: the caller then runs the networks
+    one by one, whose errors name the network's first bad node.
+    """
+    nodes = [v for v in order if not isinstance(G.nodes[v]["op"], Weight)]
+    m = len(kids)
+    shape = {}
+    for node in nodes:
+        op = G.nodes[node]["op"]
+        if isinstance(op, (Embed, MatMul, Bias)):
+            shape[node] = (dims[node], 1 if isinstance(op, Bias) else P)
+        elif isinstance(op, Readout):
+            shape[node] = (op.dim, P)
+    xi = {k: np.empty((m,) + s) for k, s in shape.items()}
+    xl = {k: np.empty((m,) + s) for k, s in shape.items()} if independent else xi
+    for b, (s_f, s_l) in enumerate(kids):
+        rng_f = np.random.default_rng(s_f)
+        rng_l = np.random.default_rng(s_l) if independent else None
+        for k in shape:
+            rng_f.standard_normal(out=xi[k][b])
+            if independent:
+                rng_l.standard_normal(out=xl[k][b])
+    try:
+        return _group_values(G, nodes, par, data, dims, plan, P, m, xi, xl, independent)
+    except (_Refused, ArithmeticError, ValueError):
+        return None
+
+
+def _group_values(G, nodes, par, data, dims, plan, P, m, xi, xl, independent):
+    """The forward passes of :func:`_group` from its stacked draws."""
+    vf, vl, of, ol = {}, {}, {}, {}
+    rev_f, rev_e, rev_l = {}, {}, {}  # as in _one_network
+    with np.errstate(all="ignore"):
+        for node in nodes:
+            op, p = G.nodes[node]["op"], par[node]
+            if isinstance(op, Embed):
+                x = data[op.data].T
+                s2 = op.weight_var / x.shape[0]
+                vf[node] = _reveal_group(rev_f, op.weight, x, s2, xi[node])
+                vl[node] = vf[node] if not independent else _reveal_group(
+                    rev_e, op.weight, x, s2, xl[node])
+            elif isinstance(op, Bias):
+                vf[node] = np.repeat(math.sqrt(op.var) * xi[node], P, axis=2)
+                vl[node] = np.repeat(math.sqrt(op.var) * xl[node], P, axis=2)
+            elif isinstance(op, MatMul):
+                A, h = p["A"], p[0]
+                fan_in = dims[h] if not op.transpose else dims[node]
+                vf[node] = _reveal_group(rev_f, A, vf[h], G.nodes[A]["op"].var / fan_in,
+                                         xi[node])
+                B, root = plan.mat[node]
+                Gp = rev_l.get(A)
+                g = xl[node] @ root
+                if B is not None:
+                    g = g + Gp @ B
+                rev_l[A] = g if Gp is None else np.concatenate([Gp, g], axis=2)
+                vl[node] = g
+            elif isinstance(op, Readout):
+                h = vf[p[0]]
+                of[node] = xi[node] @ _roots(op.var * np.matmul(h.swapaxes(1, 2), h)
+                                             / h.shape[1] + op.bias_var)
+                ol[node] = xl[node] @ plan.out[node]
+                _finite(of[node])
+                continue
+            else:
+                vf[node] = _apply_group(node, op, p, vf, dims, m)
+                if node in plan.scalar:
+                    vl[node] = np.broadcast_to(plan.scalar[node], (m, P))
+                elif node in plan.mix:
+                    M, off = plan.mix[node]
+                    vl[node] = vl[p[op.source_slot]] @ M.T + off
+                else:
+                    vl[node] = _apply_group(node, op, p, vl, dims, m)
+            _finite(vf[node])
+            _finite(vl[node])
+    return vf, vl, of, ol
+
+
+def _finite(a):
+    if not np.isfinite(a).all():
+        raise _Refused
+
+
+def _roots(M):
+    """psd_sqrt of a stack of P x P matrices (one eigh each, as for one matrix)."""
+    _finite(M)
+    return psd_sqrt_of_stack(M)
+
+
+def _apply_group(node, op, p, values, dims, m):
+    """A deterministic op on stacked values: elementwise ops at once, the others (they mix a
+    network's coordinates or inputs) network by network."""
+    if isinstance(op, LinComb) or (isinstance(op, NonLin) and isinstance(op.fn, Activation)):
+        return apply_op(node, op, p, values, dims)
+    args = set(p.values())
+    return np.stack([apply_op(node, op, p, {a: values[a][b] for a in args}, dims)
+                     for b in range(m)])
+
+
+def _reveal_group(state, key, h, var_over_n, xi):
+    """:func:`_reveal` for stacked networks: h (n_in x P) shared by the group (embedded
+    inputs) or (m, n_in, P); xi (m, n, P)."""
+    H, Gp = state.get(key, (None, None))
+    if H is None:
+        if h.ndim == 2:  # the same root for every network
+            g = xi @ _psd_root(var_over_n * (h.T @ h))
+        else:
+            g = xi @ _roots(var_over_n * np.matmul(h.swapaxes(1, 2), h))
+        state[key] = (h, g)
+        return g
+    if H.ndim == 2 and h.ndim == 2:  # inputs only: one regression for the group
+        B, R = _regression(H, h, var_over_n)
+        g = Gp @ B + xi @ R
+    else:
+        Hs = H if H.ndim == 3 else np.broadcast_to(H, (xi.shape[0],) + H.shape)
+        hs = h if h.ndim == 3 else np.broadcast_to(h, (xi.shape[0],) + h.shape)
+        g = np.stack([_conditional(Hs[b], Gp[b], hs[b], var_over_n, xi[b])
+                      for b in range(xi.shape[0])])
+        H, h = Hs, hs
+    state[key] = (np.concatenate([H, h], axis=-1), np.concatenate([Gp, g], axis=-1))
     return g

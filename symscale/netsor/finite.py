@@ -298,10 +298,17 @@ def _explicit_batch(G, order, par, dims, shapes, input_dims, data, P, seeds, out
     then one batched product per node. Writes outputs and Grams (the same numbers as network
     by network) and returns True; False, writing nothing that counts, when some value is not
     finite (the caller then runs the networks one by one, which names the node)."""
-    draws = [_draw(G, order, par, dims, shapes, input_dims, np.random.default_rng(s))
-             for s in seeds]
-    scales = draws[0][1]
-    Z = {k: np.stack([d[0][k] for d in draws]) for k in draws[0][0]}
+    # the first network's draws give the keys in draw order, shapes and scales; the others
+    # draw straight into the stacked arrays (the same stream as separate arrays, no copy)
+    first, scales = _draw(G, order, par, dims, shapes, input_dims,
+                          np.random.default_rng(seeds[0]))
+    Z = {k: np.empty((len(seeds),) + z.shape) for k, z in first.items()}
+    for k, z in first.items():
+        Z[k][0] = z
+    for b in range(1, len(seeds)):
+        rng = np.random.default_rng(seeds[b])
+        for z in Z.values():
+            rng.standard_normal(out=z[b])
     eff = {}  # scaled matrices, once each (an RNN's W serves every step)
 
     def scaled(k):
@@ -332,8 +339,8 @@ def _explicit_batch(G, order, par, dims, shapes, input_dims, data, P, seeds, out
                 return False
         for node, g in grams.items():
             h = values[node]
-            for b in range(h.shape[0]):  # per network: h^T h as numpy computes it alone
-                g[lo + b] = h[b].T @ h[b] / dims[node]
+            # a stacked matmul runs numpy's per-matrix product: the Grams of networks alone
+            g[lo:lo + h.shape[0]] = np.matmul(h.swapaxes(1, 2), h) / dims[node]
             if not np.isfinite(g[lo:lo + h.shape[0]]).all():
                 return False
     for node, o in outs.items():

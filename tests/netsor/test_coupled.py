@@ -358,14 +358,21 @@ def test_finite_side_uses_its_own_statistics_and_the_limit_ones_are_refused(monk
 
 def _limit_coordinates(monkeypatch, program, X, node, width, n):
     """First coordinate of the limit side of ``node`` (all inputs), one row per network."""
-    rows, original = [], coupled_mod._one_network
+    rows, original, group = [], coupled_mod._one_network, coupled_mod._group
 
     def spy(*args, **kwargs):
         out = original(*args, **kwargs)
         rows.append(out[1][node][0].copy())
         return out
 
+    def spy_group(*args, **kwargs):  # numpy runs groups of networks, stacked on axis 0
+        out = group(*args, **kwargs)
+        if out is not None:
+            rows.extend(out[1][node][:, 0].copy())
+        return out
+
     monkeypatch.setattr(coupled_mod, "_one_network", spy)
+    monkeypatch.setattr(coupled_mod, "_group", spy_group)
     run_coupled(program, X, width, n, seed=3)
     return np.array(rows)
 
@@ -478,3 +485,26 @@ def test_netsork_per_layer_widths_keep_both_marginals(name, widths):
         * np.sqrt(2000)
     print(f"{name}: last width {widths[-1]} -> 1024 lowers E||f-g||^2 by z = {z:.1f}")
     assert z > K_SIGMA
+
+
+@pytest.mark.parametrize("independent", [False, True])
+@pytest.mark.parametrize("name", [*PROGRAMS, *NETSORK])
+def test_groups_of_networks_equal_networks_one_at_a_time(monkeypatch, name, independent):
+    """On numpy run_coupled evaluates groups of networks stacked on a leading axis: bit for bit
+    the networks run one by one, for any group size."""
+    program, X = {**PROGRAMS, **NETSORK}[name]
+    runs = []
+    for group in (coupled_mod.GROUP_BYTES, 1, None):  # one group; one network each; alone
+        with monkeypatch.context() as m:
+            if group is None:
+                m.setattr(coupled_mod, "_group", lambda *args: None)
+            else:
+                m.setattr(coupled_mod, "GROUP_BYTES", group)
+            runs.append(run_coupled(program, X, 6, 5, seed=4, independent=independent))
+    alone = runs[-1]
+    for run in runs[:-1]:
+        assert np.array_equal(run.finite, alone.finite)
+        assert np.array_equal(run.limit, alone.limit)
+        assert run.line_distances.keys() == alone.line_distances.keys()
+        for node, d in alone.line_distances.items():
+            assert np.array_equal(run.line_distances[node], d), node
