@@ -72,8 +72,9 @@ def _compact_forms():
     smooth_c = v**2 / (8 * a**2 * g**2) * (2 * a**2 * ell - phi2**2 * (y2 - P * ybar**2)
                                            - D * (g - y2))
     relu_c = v / (4 * sp.pi * g**2) * (sp.pi * v * ell - (cp - cm) ** 2 * (y2 - P * ybar**2))
-    ok_s = sp.simplify(smooth.rate.expr - smooth_c) == 0
-    ok_r = sp.simplify(relu.rate.expr - relu_c) == 0
+    # rational functions (pi a constant): cancel is an exact zero test, 3x faster than simplify
+    ok_s = sp.cancel(smooth.rate.expr - smooth_c) == 0
+    ok_r = sp.cancel(relu.rate.expr - relu_c) == 0
     return ok_s, ok_r
 
 

@@ -15,6 +15,7 @@ from ..linalg import psd_sqrt
 from .bayes import _evidence_terms_stack, _gaussian_stack, _grad_hess, _pairs
 from .sde import drift
 from .shaping import Shaped
+from .simulate import _layer_grams
 
 
 def _slope_rates(V, Y, s, bmat):
@@ -69,15 +70,15 @@ def _chain_second(quantity, V0, Y, s, sh: Shaped, count, rng):
     chunk = max(1, 2_000_000 // (n * P))
     for start in range(0, count, chunk):
         k = min(chunk, count - start)
-        Z = rng.standard_normal((k, n, P)) @ S
+        # phi(Z)^T phi(Z) and Z^T Z of the same Gaussians Z, by cache-sized blocks
+        grams = _layer_grams(rng, S, n, k, phi, len(setups) > 1)
         ests = []
         for use_drift, R0, gR in setups:
             if use_drift:
-                H = phi(Z)
-                V1, EV = c * (np.swapaxes(H, 1, 2) @ H) / n, EV1
+                V1, EV = c * grams[0] / n, EV1
                 b = _drift_stack(bfun, V1)
             else:
-                V1, EV = (np.swapaxes(Z, 1, 2) @ Z) / n, V0
+                V1, EV = grams[1] / n, V0
                 b = np.zeros_like(V1)
             D = V1 - EV
             dg = 0.5 * np.einsum("i,kij,j->k", w, D, w) - 0.5 * np.einsum("ij,kji->k", A, D)

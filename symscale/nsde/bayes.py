@@ -275,6 +275,19 @@ def _log_lik(V, Y, beta) -> float:
     return float(-0.5 * (Y @ np.linalg.solve(C, Y) + logdet + len(Y) * math.log(2 * math.pi)))
 
 
+def _log_lik_stack(V, Y, beta) -> np.ndarray:
+    """:func:`_log_lik` of each matrix of a stack (k, P, P), the same numbers: slogdet and
+    solve batched, the quadratic form by the same dot product per matrix."""
+    P = len(Y)
+    C = V + (0.0 if np.isinf(beta) else 1.0 / beta) * np.eye(P)
+    sign, logdet = np.linalg.slogdet(C)
+    ok = ~(sign <= 0)
+    x = np.linalg.solve(C[ok], np.broadcast_to(Y[:, None], (int(ok.sum()), P, 1)))[..., 0]
+    out = np.full(len(C), -np.inf)
+    out[ok] = -0.5 * (np.array([Y @ v for v in x]) + logdet[ok] + P * math.log(2 * math.pi))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # validation
 
@@ -454,7 +467,7 @@ def partition_function(X, Y, activation, beta, tau: float, *, n_samples: int = 2
     else:
         paths = simulate_sde(V0, activation, t=tau / P, dt=dt, n_paths=n_samples, seed=seed,
                              client=client, **drift_params)
-    logs = np.array([_log_lik(V, Y, beta) for V in paths.values])
+    logs = _log_lik_stack(paths.values, Y, beta)
     logs[~paths.valid] = -np.inf  # an exploded kernel has vanishing likelihood
     top = logs.max()
     if top == -np.inf:

@@ -56,6 +56,7 @@ from .bayes import (EvidenceRate, PredictiveRate, _beta, _check_interpolation, _
                     _drift_formula, _gram, _test_input)
 from .sde import _stable
 from .shaping import Shaped, shaped, shaped_relu
+from .simulate import _layer_grams
 
 __all__ = ["log_evidence_first_order_formula", "EvidenceFormulas",
            "predictive_first_order_formula", "PredictiveFormulas"]
@@ -148,11 +149,11 @@ def _chain_estimates(quantity, Vbar, Y, s, sh: Shaped, count, rng, P):
     chunk = max(1, 4_000_000 // (n * m))
     for start in range(0, count, chunk):
         k = min(chunk, count - start)
-        Z = rng.standard_normal((k, n, m)) @ S
-        H = phi(Z)
-        layers = [(c * np.einsum("kni,knj->kij", H, H) / n, EV1)]
-        if quantity in ("linear", "nonlinear"):
-            layers.append((np.einsum("kni,knj->kij", Z, Z) / n, Vbar))
+        # phi(Z)^T phi(Z) and Z^T Z of the same Gaussians, by cache-sized blocks
+        HH, ZZ = _layer_grams(rng, S, n, k, phi, quantity in ("linear", "nonlinear"))
+        layers = [(c * HH / n, EV1)]
+        if ZZ is not None:
+            layers.append((ZZ / n, Vbar))
         ests = []
         for V1, EV in layers:
             D = V1 - EV

@@ -54,6 +54,7 @@ from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
 from ..validation import check_array, check_choice, check_int, check_real, check_seed
 from .bayes import _beta, _data, _gaussian_stack, _gram, depth_benefit
 from .shaping import Shaped, shaped, shaped_relu
+from .simulate import _layer_grams
 
 __all__ = ["PhaseDiagram", "phase_diagram", "EvidenceSlope", "log_evidence_slope_mc",
            "isotropic_data"]
@@ -650,8 +651,8 @@ def _slope_chains(activation, V0, Y, noise, depth, n_chains, seed, control_varia
     V = np.broadcast_to(V0, (n_chains, P, P)).copy()
     martingale = np.zeros(n_chains)
     ms = np.empty((depth, n_chains))
+    log_f, w, A = _gaussian_stack(V, Y, noise)
     for layer in range(depth):
-        log_f, w, A = _gaussian_stack(V, Y, noise)
         Vn = _chain_step(V, phi, c, n, rng)
         if control_variate:
             d = np.diagonal(V, axis1=1, axis2=2)
@@ -659,15 +660,12 @@ def _slope_chains(activation, V0, Y, noise, depth, n_chains, seed, control_varia
             dF = 0.5 * (np.einsum("ka,kab,kb->k", w, H, w) - np.einsum("kab,kba->k", A, H))
             martingale += np.exp(log_f - log_f0[0]) * dF
         V = Vn
-        ms[layer] = np.exp(_gaussian_stack(V, Y, noise)[0] - log_f0[0]) - martingale
+        log_f, w, A = _gaussian_stack(V, Y, noise)  # also the next layer's F, w, A
+        ms[layer] = np.exp(log_f - log_f0[0]) - martingale
     return ms
 
 
 def _chain_step(V, phi, c, n, rng):
     """One layer of the exact chain (as in finite_width_chain): rows of the pre-activation
     iid N(0, V), V' = c/n phi(Z)^T phi(Z)."""
-    Z = rng.standard_normal((V.shape[0], n, V.shape[1])) @ psd_sqrt(V)
-    with np.errstate(over="ignore", invalid="ignore"):
-        H = phi(Z)
-        out = np.swapaxes(H, 1, 2) @ H
-    return out * (c / n)
+    return _layer_grams(rng, psd_sqrt(V), n, V.shape[0], phi)[0] * (c / n)

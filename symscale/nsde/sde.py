@@ -174,7 +174,10 @@ def _smooth_drift_expr(act: Activation):
     act = standardize(act)  # DomainError when phi is not smooth at 0 or phi'(0) = 0
     taylor = taylor_at_zero(act, 3)
     u, v = sp.symbols("u v")
-    phi_s = sp.series(act.expr.subs(X, _EPS * X) / _EPS, _EPS, 0, 3).removeO()  # x + eps.. + eps^2..
+    # phi(eps x)/eps to O(eps^3) from the Taylor coefficients: what
+    # sp.series(phi(eps x)/eps, eps, 0, 3) gives, without its costly expansion machinery
+    phi_s = sum((taylor[k] / sp.factorial(k) * _EPS ** (k - 1) * X**k for k in range(4)),
+                sp.S.Zero)  # x + eps.. + eps^2..
     prod = sp.expand(phi_s.subs(X, u) * phi_s.subs(X, v))
     coeffs = [prod.coeff(_EPS, k) for k in range(3)]
     moments = [polynomial_expectation(c, u, v) for c in coeffs]
@@ -222,12 +225,58 @@ def _relu_drift_expr():
     V = dual_kernel(activation("shaped_relu", s_plus=sp_, s_minus=sm)).expr  # the registry's
     weight = 2 / (sp_**2 + sm**2)
     scaled = sp.expand(weight * V - q12)
-    b = sp.limit(sp.simplify(scaled / _EPS**2), _EPS, 0)
+    # a rational function of epsilon (acos and sqrt of V as constants): cancelled, its value
+    # at 0 is the limit when the denominator stays nonzero there (6x faster than sp.limit
+    # of the simplified ratio; expand and collect below give the same expression)
+    ratio = sp.cancel(scaled / _EPS**2)
+    if sp.denom(ratio).subs(_EPS, 0) != 0:
+        b = ratio.subs(_EPS, 0)
+    else:  # pragma: no cover - not met by the two-slope kernel
+        b = sp.limit(sp.simplify(scaled / _EPS**2), _EPS, 0)
     # the drift is (c_plus - c_minus)^2 times a function of V: verify, then write it so
-    shape = sp.simplify(b / (c_plus - c_minus) ** 2)
+    shape = sp.cancel(b / (c_plus - c_minus) ** 2)
     if shape.free_symbols & {c_plus, c_minus}:  # pragma: no cover - a failed derivation
         raise AssertionError(f"unexpected shaped-ReLU drift {b}")
     return (c_plus - c_minus) ** 2 * sp.collect(sp.expand(shape), sp.pi)
+
+
+@lru_cache(maxsize=1)
+def _relu_shape():
+    """(k, shape) with the shaped-ReLU drift (c_+ - c_-)^2 k shape(V), k a float."""
+    theta, rest = _relu_drift_expr().as_independent(q11, q12, q22, as_Add=False)
+    number = theta / (c_plus - c_minus) ** 2
+    if not number.is_number:  # pragma: no cover - a failed derivation
+        raise AssertionError(f"unexpected shaped-ReLU drift {_relu_drift_expr()}")
+    content, shape = rest.as_content_primitive()
+    return float(number * content), shape
+
+
+def _relu_drift_numeric(activation, params):
+    """(scale, shape) with the drift b = scale * shape(V), scale a float, for a shaped ReLU with
+    numeric slope offsets (a Shaped, or a two-slope activation with ``c_plus_value``,
+    ``c_minus_value``); None for anything else.
+
+    :func:`drift` makes each offset an exact number (nsimplify: ~10 ms a value); numeric
+    sweeps over the offsets need only the float (c_+ - c_-)^2. Bad arguments give None too:
+    :func:`drift` then reports them.
+    """
+    if isinstance(activation, Shaped):
+        if activation.kind != "relu" or params:
+            return None
+        cp, cm = activation.c_plus, activation.c_minus
+    else:
+        if isinstance(activation, Formula) or set(params) != {"c_plus_value", "c_minus_value"}:
+            return None
+        try:
+            act = as_activation(activation)
+            cp, cm = (float(check_real(params[k], k)) for k in ("c_plus_value", "c_minus_value"))
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(act.family, TwoSlope):
+            return None
+        _check_relu_like(act)  # the DomainError of drift()
+    k, shape = _relu_shape()
+    return k * (cp - cm) ** 2, shape
 
 
 def _stable(expr):

@@ -117,11 +117,17 @@ def taylor_at_zero(activation, order: int = 3) -> list:
     if any(abs(k) < 1e-12 for k in activation.kinks):
         raise DomainError(f"activation {activation.label} is not smooth at 0 (kink or jump); shaping a "
                           "non-smooth activation needs shaped_relu / the ReLU drift")
-    out, e = [], activation.expr
-    for _ in range(order + 1):
-        out.append(sp.simplify(e.subs(X, 0)))
-        e = sp.diff(e, X)
-    return out
+    return list(_taylor(activation, order)[0])
+
+
+@lru_cache(maxsize=512)
+def _taylor(act: Activation, order: int):
+    """(phi(0), ..., phi^(order)(0)), phi^(order + 1): each order extends the one below, so
+    the standard form, the drift and the callers share one simplification per derivative."""
+    if order < 0:
+        return (), act.expr
+    values, e = _taylor(act, order - 1)
+    return values + (sp.simplify(e.subs(X, 0)),), sp.diff(e, X)
 
 
 def _rescaling_text(act, std_or_offset, slope=None) -> str:

@@ -38,8 +38,6 @@ from ..activations import Activation, as_activation
 from ..errors import PathStatisticWarning
 from ..formula import Formula
 from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
-from ..netsor.network import sample_network
-from ..netsor.program import Program
 from ..arrays import movers, namespace, off_numpy, to_numpy
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt_from_eigh, psd_sqrt_of_stack
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
@@ -336,6 +334,29 @@ def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=N
 _CHAIN_BLOCK_BYTES = 1 << 18
 
 
+def _layer_grams(rng, S, n, k, phi, linear=False):
+    """phi(Z)^T phi(Z) (and Z^T Z if ``linear``, else None) of k layers Z = G S, G (k, n, P)
+    standard normal, S (P, P) or one per chain (k, P, P).
+
+    By blocks of chains whose draws stay in cache (one pass over memory instead of one per
+    operation); the generator fills row after row, so the numbers are those of one draw of
+    all k chains.
+    """
+    P = S.shape[-1]
+    block = max(1, _CHAIN_BLOCK_BYTES // (8 * n * P))
+    out = np.empty((k, P, P))
+    lin = np.empty((k, P, P)) if linear else None
+    for lo in range(0, k, block):
+        m = min(block, k - lo)
+        Z = rng.standard_normal((m, n, P)) @ (S if S.ndim == 2 else S[lo:lo + m])
+        with np.errstate(over="ignore", invalid="ignore"):  # blow-ups: the callers flag them
+            H = phi(Z)
+            out[lo:lo + m] = np.swapaxes(H, 1, 2) @ H
+            if linear:
+                lin[lo:lo + m] = np.swapaxes(Z, 1, 2) @ Z
+    return out, lin
+
+
 def _finite_paths(a) -> np.ndarray:
     """Which matrices of a stack (any backend) are finite, as a numpy bool array (O(paths)
     to move to the host)."""
@@ -381,6 +402,8 @@ def finite_width_network(X, depth: int, activation, *, width: int | None = None,
     phi, c, n = _network_spec(activation, width, weight_var)
     depth = _count(depth, "depth", 1)
     n_networks = _count(n_networks, "n_networks", 1)
+    from ..netsor.network import sample_network  # here: the Netsor stack costs ~1 s to import
+
     rng = check_random_state(seed)
     smooth = isinstance(activation, Shaped) and activation.kind == "smooth"
     program, last = _mlp_program(activation.base if smooth else phi, c, depth)
@@ -403,6 +426,8 @@ def finite_width_network(X, depth: int, activation, *, width: int | None = None,
 def _mlp_program(phi, c, depth):
     """The shaped MLP as a Netsor program (input variance 1, weight variance c) and the name
     of its last hidden layer."""
+    from ..netsor.program import Program  # as in finite_width_network: imported when used
+
     p = Program()
     h = p.nonlin(phi, p.embed(weight_var=1.0))
     for _ in range(depth - 1):
