@@ -134,6 +134,11 @@ class Activation:
 
         For jumps (step, sign) phi' is 0 almost everywhere, so their NTK factor vanishes.
         """
+        return self._derivative
+
+    @functools.cached_property
+    def _derivative(self) -> "Activation":
+        # cached: the NTK recursions ask for phi' once per layer, and sympy's diff costs ~0.5 ms
         prime = self.numpy_prime
         return Activation(
             name=self.name + "'",

@@ -320,9 +320,12 @@ def _general_ntk(act, r, depth, weight_var, bias_var):
         second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
         weight_var = 1.0 / second
     q, s12, u12, log_theta11 = 1.0, r.copy(), r.copy(), 0.0
+    q_seen = None
     for layer in range(1, depth + 1):
-        v11 = float(dual_kernel_numeric(act, q, q, q))
-        d11 = float(dual_kernel_numeric(act, q, q, q, derivative=True))
+        if q != q_seen:  # q reaches its fixed point in float64 within a few layers: reuse
+            v11 = float(dual_kernel_numeric(act, q, q, q))
+            d11 = float(dual_kernel_numeric(act, q, q, q, derivative=True))
+            q_seen = q
         q_new = weight_var * v11 + bias_var
         if not _Q_MIN <= q_new <= _Q_MAX:
             kind = "underflows" if q_new < _Q_MIN else "overflows"
