@@ -5,7 +5,7 @@ the order of the training data), and typed errors for bad arguments."""
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from symscale.lofi import (LoFi, LoFiKernel, LogisticReadout, RidgeReadout, bbp_prediction,
@@ -147,6 +147,7 @@ def test_lofi_scores_are_finite_and_equal_for_duplicate_inputs(seed, layers, rea
 @given(seed=SEEDS, ks=st.sampled_from([[1], [2, 1], [3]]), act=st.sampled_from(["relu", "erf",
                                                                                "abs"]),
        first_moment=st.booleans(), final_lift=st.booleans())
+@example(seed=127272746, ks=[2, 1], act="erf", first_moment=False, final_lift=True)
 def test_lofi_kernel_scores_are_finite_and_equal_for_duplicate_inputs(seed, ks, act,
                                                                       first_moment, final_lift):
     rng = np.random.default_rng(seed)
@@ -157,9 +158,14 @@ def test_lofi_kernel_scores_are_finite_and_equal_for_duplicate_inputs(seed, ks, 
     model = LoFiKernel(ks, act, first_moment=first_moment, final_lift=final_lift).fit(X, y)
     s = model.decision_function(T)
     assert_finite(s, "LoFiKernel scores")
-    assert s[3] == pytest.approx(s[0], rel=1e-12, abs=1e-12)
-    np.testing.assert_allclose(model.decision_function(T[::-1]), s[::-1], rtol=1e-10,
-                               atol=1e-12)
+    # the readout's forward rounding: inputs equal to ulps (BLAS sums rows in any order) move a
+    # score by up to ~eps |z| . |coef|, and a small LOO ridge can make |coef| ~ 1e6
+    # (seed 127272746: a 1e-16 change of the lifted kernel moved a score by 1.2e-10)
+    r, z = model.readout_, np.abs(model._readout_input(T))
+    coef = np.abs(r.dual_coef_ if final_lift else r.coef_)
+    tol = 1e-12 + 64 * np.finfo(float).eps * (z @ coef).reshape(len(T), -1).max(axis=1)
+    assert abs(s[3] - s[0]) <= tol[0]
+    assert np.all(np.abs(model.decision_function(T[::-1]) - s[::-1]) <= tol[::-1])
 
 
 # ---------------------------------------------------------------------------------------------
