@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from symscale.arrays import BACKEND_NAMES, backend, to_numpy
+from symscale.arrays import BACKEND_NAMES, backend, strict_float32, to_numpy
 
 
 def _available(name):
@@ -69,3 +69,83 @@ def test_to_numpy_of_every_library(jax_x64):
         out = to_numpy(a)
         assert isinstance(out, np.ndarray) and out.dtype == np.float64
         np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])
+
+
+def _precision(name):
+    """The float32 matrix-product setting a backend's computations see now."""
+    if name == "torch":
+        import torch
+
+        return torch.backends.cuda.matmul.fp32_precision
+    import jax
+
+    return jax.config.jax_default_matmul_precision
+
+
+@pytest.fixture
+def reduced_precision(array_backend):
+    """The user has asked the library for reduced-precision float32 products (TF32);
+    restored afterwards."""
+    if array_backend == "torch":
+        import torch
+
+        matmul = torch.backends.cuda.matmul
+        old, matmul.fp32_precision = matmul.fp32_precision, "tf32"
+        yield array_backend, "tf32"
+        matmul.fp32_precision = old
+    else:
+        import jax
+
+        old = jax.config.jax_default_matmul_precision
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32")
+        yield array_backend, "tensorfloat32"
+        jax.config.update("jax_default_matmul_precision", old)
+
+
+def test_strict_float32_sets_and_restores_the_users_setting(reduced_precision):
+    name, user = reduced_precision
+    strict = {"torch": "ieee", "jax": "highest"}[name]
+    with strict_float32(backend(name, dtype="float32")):
+        assert _precision(name) == strict
+    assert _precision(name) == user
+    with strict_float32(backend(name)):  # float64: nothing to do
+        assert _precision(name) == user
+    with pytest.raises(KeyError), strict_float32(backend(name, dtype="float32")):
+        raise KeyError  # restored on an error too
+    assert _precision(name) == user
+
+
+def test_float32_monte_carlo_runs_with_float32_products(reduced_precision, monkeypatch):
+    """Monte Carlo (and so the ground truth) computes under strict_float32 in float32,
+    whatever the user set: its rounding bound assumes float32 products."""
+    from symscale.cumulants import RandomMLP, ground_truth, monte_carlo, sampling
+
+    name, user = reduced_precision
+    seen = []
+    inner = sampling._on_backend
+
+    def spy(*args, **kwargs):
+        seen.append(_precision(name))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(sampling, "_on_backend", spy)
+    mlp = RandomMLP.random(2, "relu", width=8, seed=0)
+    monte_carlo(mlp, 64, seed=1, backend=name, dtype="float32")
+    ground_truth(mlp, 64, seed=1, batch=32, backend=name, dtype="float32")
+    assert seen == [{"torch": "ieee", "jax": "highest"}[name]] * 3
+    assert _precision(name) == user
+
+
+@pytest.mark.parametrize("which", ["chain", "sde"])
+def test_nsde_simulators_refuse_float32_by_name(array_backend, which):
+    """No rounding bound is derived for float32 chains or SDE paths: a typed error, not an
+    unbounded answer."""
+    from symscale.nsde import finite_width_chain, shaped, simulate_sde
+
+    V0, act = np.array([[1.0, 0.5], [0.5, 1.0]]), shaped("tanh", 1.0, 16)
+    with pytest.raises(ValueError, match="dtype='float32'.*float64"):
+        if which == "chain":
+            finite_width_chain(V0, 3, act, n_chains=4, backend=array_backend, dtype="float32")
+        else:
+            simulate_sde(V0, act, t=0.1, dt=0.05, n_paths=4, backend=array_backend,
+                         dtype="float32")

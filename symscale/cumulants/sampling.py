@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import off_numpy, to_numpy
+from ..arrays import off_numpy, strict_float32, to_numpy
 from ..validation import check_bool, check_int, check_seed
 from .network import RandomMLP, _check_mlp, _non_finite_error
 from ..display import ResultDisplay
@@ -105,15 +105,16 @@ def _checked_summary(mlp: RandomMLP, x: np.ndarray, bk=None):
 
 def _summary_on(mlp: RandomMLP, x: np.ndarray, bk):
     """:func:`_summary` of the forward pass computed on backend ``bk``."""
-    h = bk.asarray(x)
-    for i, (Wt, b) in enumerate(_on_backend(mlp, bk)):
-        if i > 0:
-            h = bk.activation(mlp.activations[i - 1])(h)
-        h = h @ Wt
-        if b is not None:
-            h = h + b
-    mean = bk.xp.mean(h, axis=0)
-    return h.shape[0], to_numpy(mean), to_numpy(bk.xp.sum(bk.xp.square(h - mean), axis=0))
+    with strict_float32(bk):  # rounding_bound assumes float32 products, not TF32
+        h = bk.asarray(x)
+        for i, (Wt, b) in enumerate(_on_backend(mlp, bk)):
+            if i > 0:
+                h = bk.activation(mlp.activations[i - 1])(h)
+            h = h @ Wt
+            if b is not None:
+                h = h + b
+        mean = bk.xp.mean(h, axis=0)
+        return h.shape[0], to_numpy(mean), to_numpy(bk.xp.sum(bk.xp.square(h - mean), axis=0))
 
 
 # the weights of the last network moved to the last backend (a Monte Carlo run moves them once)

@@ -266,7 +266,8 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
         directly).
     backend, device, dtype :
         Where the layers run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
-        device; the Gaussian draws are numpy's (the same chains on every backend, float64
+        device, float64 (float32 is refused: no rounding bound is derived for it); the
+        Gaussian draws are numpy's (the same chains on every backend, float64
         equal to numpy to round-off). The paths come back as numpy arrays.
 
     Returns
@@ -284,13 +285,24 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_chains, chains_per_task, seed)
     k = len(batches)
-    bk = off_numpy(backend, device, dtype)
+    bk = _float64_backend(backend, device, dtype)
     parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
                       *zip(*batches), [save_every] * k, [progress and k == 1] * k, [bk] * k,
                       client=client)
     V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
     saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
     return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
+
+
+def _float64_backend(backend, device, dtype):
+    """:func:`~symscale.arrays.off_numpy`, refusing float32: no bound is derived for the
+    rounding a chain of Gram updates or SDE steps accumulates in it."""
+    bk = off_numpy(backend, device, dtype)
+    if bk is not None and bk.dtype_name != "float64":
+        raise ValueError(f"dtype={dtype!r}: the NSDE simulators run in float64 (no bound is "
+                         "derived for the rounding float32 accumulates over the layers or "
+                         "steps)")
+    return bk
 
 
 def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=None):
@@ -521,7 +533,8 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
         directly).
     backend, device, dtype :
         Where the steps run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
-        device, with the drift Formula printed for that library; the Gaussian and Wishart
+        device, float64 (float32 is refused: no rounding bound is derived for it), with the
+        drift Formula printed for that library; the Gaussian and Wishart
         draws are numpy's (the same paths on every backend, float64 equal to numpy to
         round-off). The paths come back as numpy arrays.
 
@@ -550,7 +563,7 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_paths, chains_per_task, seed)
     k = len(batches)
-    bk = off_numpy(backend, device, dtype)
+    bk = _float64_backend(backend, device, dtype)
     parts = map_tasks(_sde_task, [V0] * k, [activation] * k, [drift_params] * k, [dt] * k,
                       [steps] * k, [scheme] * k, [save_every] * k, [explode_at] * k,
                       *zip(*batches), [progress and k == 1] * k, [bk] * k, client=client)
