@@ -42,24 +42,28 @@ def deprecated_names(module: str, aliases: dict[str, tuple[str, Callable[[], obj
 
 
 def moved_names(module: str, new_module: str, names):
-    """A module ``__getattr__`` for ``names`` moved, unrenamed, to ``new_module`` (imported on
-    first use, so the two modules may import each other).
+    """A module ``__getattr__`` for ``names`` moved to ``new_module`` (imported on first use,
+    so the two modules may import each other).
+
+    ``names`` is an iterable of names kept on the move, or a mapping old name -> new name for
+    those renamed on the way.
 
     Examples
     --------
     >>> import warnings
-    >>> getattr_ = moved_names("mod", "math", ["pi"])
+    >>> getattr_ = moved_names("mod", "math", {"pi": "pi", "half_turn": "pi"})
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     value = getattr_("pi")
+    ...     value = getattr_("half_turn")
     >>> round(value, 5), str(caught[0].message).endswith("use math.pi")
     (3.14159, True)
     """
     def get(name):
         return getattr(importlib.import_module(new_module), name)
 
-    return deprecated_names(module, {name: (f"{new_module}.{name}", functools.partial(get, name))
-                                     for name in names})
+    names = names if isinstance(names, dict) else {name: name for name in names}
+    return deprecated_names(module, {old: (f"{new_module}.{new}", functools.partial(get, new))
+                                     for old, new in names.items()})
 
 
 def renamed_arguments(**renames):

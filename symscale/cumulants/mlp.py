@@ -4,21 +4,9 @@
 
 from __future__ import annotations
 
-import importlib
+from .._deprecation import moved_names
 
-from .._deprecation import deprecated_names
-
-_HOMES = {
-    "RandomMLP": "network", "random_mlp": "network", "MonteCarloResult": "sampling",
-    "monte_carlo": "sampling", "ground_truth": "reference",
-    "GroundTruthCacheWarning": "reference", "GroundTruthCacheError": "reference",
-    "mse_over_var": "scores", "monte_carlo_mse_over_var": "scores",
-}
-
-
-def _getter(name, home):
-    return lambda: getattr(importlib.import_module(f"symscale.cumulants.{home}"), name)
-
-
-__getattr__ = deprecated_names(__name__, {
-    name: (f"symscale.cumulants.{name}", _getter(name, home)) for name, home in _HOMES.items()})
+__getattr__ = moved_names(__name__, "symscale.cumulants", (
+    "RandomMLP", "random_mlp", "MonteCarloResult", "monte_carlo", "ground_truth",
+    "GroundTruthCacheWarning", "GroundTruthCacheError", "mse_over_var",
+    "monte_carlo_mse_over_var"))

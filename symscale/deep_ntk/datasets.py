@@ -3,20 +3,7 @@ them)."""
 
 from __future__ import annotations
 
-from .._deprecation import deprecated_names
+from .._deprecation import moved_names
 
-_NAMES = ("SpherePoints", "sphere_points", "sphere_regression", "digits_binary",
-          "onehot_sequences")
-
-
-def _getter(name):
-    def get():
-        from .. import datasets
-
-        return getattr(datasets, name)
-
-    return get
-
-
-__getattr__ = deprecated_names(__name__, {n: (f"symscale.datasets.{n}", _getter(n))
-                                          for n in _NAMES})
+__getattr__ = moved_names(__name__, "symscale.datasets", (
+    "SpherePoints", "sphere_points", "sphere_regression", "digits_binary", "onehot_sequences"))

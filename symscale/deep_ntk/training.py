@@ -4,21 +4,9 @@ them."""
 
 from __future__ import annotations
 
-from .._deprecation import deprecated_names
+from .._deprecation import moved_names
 
-_NAMES = ("NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
-          "linearized_movement", "model_ntk")
-
-
-def _getter(name):
-    def get():
-        from .. import training
-
-        return getattr(training, name)
-
-    return get
-
-
-__getattr__ = deprecated_names(__name__, {
-    **{n: (f"symscale.training.{n}", _getter(n)) for n in _NAMES},
-    "empirical_ntk": ("symscale.training.model_ntk", _getter("model_ntk"))})
+__getattr__ = moved_names(__name__, "symscale.training", {
+    **{n: n for n in ("NTKMLP", "TrainingRun", "FeatureMovement", "train_gd",
+                      "feature_movement", "linearized_movement", "model_ntk")},
+    "empirical_ntk": "model_ntk"})

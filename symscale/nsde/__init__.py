@@ -28,7 +28,7 @@ from .second_order import (SecondOrderFormulas, SecondOrderRate, check_second_or
 from .sde import (CorrelationSDE, ExplosionCriterion, correlation_sde, diffusion, drift,
                   explosion_criterion, nu)
 from .shaping import Shaped, shaped, shaped_relu, standardize, taylor_at_zero
-from .._deprecation import deprecated_names
+from .._deprecation import moved_names
 from .simulate import (PathMean, Paths, PathStatisticWarning, finite_width_chain,
                        finite_width_network, simulate_correlation_sde, simulate_sde)
 
@@ -63,11 +63,4 @@ __all__ = ["Shaped", "shaped", "shaped_relu", "taylor_at_zero", "standardize", "
            "SecondOrderRate", "first_order_horizon", "check_second_order"]
 
 
-def _linalg(name):
-    from .. import linalg
-
-    return lambda: getattr(linalg, name)
-
-
-__getattr__ = deprecated_names(__name__, {n: (f"symscale.linalg.{n}", _linalg(n))
-                                          for n in ("check_psd", "psd_sqrt")})
+__getattr__ = moved_names(__name__, "symscale.linalg", ("check_psd", "psd_sqrt"))
