@@ -40,6 +40,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -108,14 +109,16 @@ class Diagram:
     def slots(self) -> int:
         return len(self.powers)
 
-    @property
+    # cached: every nonlinear step of every layer reads them (sympy arithmetic is slow);
+    # a frozen dataclass takes cached_property, which writes the instance __dict__ directly
+    @functools.cached_property
     def coefficient(self) -> sp.Rational:
         c = sp.Integer(1)
         for v, m in self.blocks:
             c /= sp.factorial(m) * math.prod(math.factorial(x) for x in v) ** m
         return sp.Rational(c)
 
-    @property
+    @functools.cached_property
     def derivatives(self) -> tuple[int, ...]:
         return tuple(sum(v[j] * m for v, m in self.blocks) for j in range(self.slots))
 
