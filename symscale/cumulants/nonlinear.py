@@ -153,9 +153,15 @@ def _for_row_blocks(n: int, m: int, work, copies: int = 1) -> None:
 def _on_axes(arr: np.ndarray, slots: tuple[int, ...], host: tuple[int, ...]) -> np.ndarray:
     """``arr`` over ``slots`` (after any batch axes) reshaped to broadcast against an array
     over ``host``."""
-    lead = arr.ndim - len(slots)
-    return arr.reshape(arr.shape[:lead] + tuple(arr.shape[lead + slots.index(h)] if h in slots
-                                                 else 1 for h in host))
+    return arr.reshape(_axes_shape(tuple(arr.shape), slots, host))
+
+
+@lru_cache(maxsize=4096)
+def _axes_shape(shape: tuple, slots: tuple, host: tuple) -> tuple:
+    # cached: the diagram sums ask for the same few shapes tens of thousands of times a call
+    lead = len(shape) - len(slots)
+    return shape[:lead] + tuple(shape[lead + slots.index(h)] if h in slots else 1
+                                for h in host)
 
 
 def _reduce(ops, m: int, coef: float) -> tuple[list, int]:
