@@ -113,7 +113,8 @@ def _sum_of_products(terms, n: int, m: int, batch: tuple = ()) -> np.ndarray:
                 a = _on_axes(arr, slots, everything)
                 if term is None:
                     term = a  # a view of an operand: never written to
-                elif owned and term.shape == np.broadcast_shapes(term.shape, a.shape):
+                elif (owned and term.size >= _IN_PLACE_SIZE
+                      and term.shape == np.broadcast_shapes(term.shape, a.shape)):
                     # in place: a fresh block-sized temporary per factor costs its page
                     # faults (measured 8x the multiply itself at 256 x 256)
                     np.multiply(term, a, out=term)
@@ -126,6 +127,9 @@ def _sum_of_products(terms, n: int, m: int, batch: tuple = ()) -> np.ndarray:
 
 
 _POOL: list = []
+#: Terms of at least this many entries are multiplied in place (below it a fresh temporary
+#: comes from the allocator's free lists, and the shape check would cost more than it saves).
+_IN_PLACE_SIZE = 1 << 14
 
 
 def _for_row_blocks(n: int, m: int, work, copies: int = 1) -> None:
