@@ -137,16 +137,25 @@ def _lambdified(expr, library: str):
     return lambdify(X, expr, library)
 
 
-def off_numpy(name="numpy", device=None, dtype="float64"):
+def off_numpy(name="numpy", device=None, dtype="float64", *, float64_only=None):
     """The :class:`Backend` to run on, or None for numpy in float64 -- the reference path,
     which the numerics take unchanged (the arguments are validated either way).
+
+    ``float64_only``, if given, says why the caller runs in float64 only (no float32 rounding
+    bound is derived for it): float32 is then refused with a ValueError naming ``dtype``.
 
     Examples
     --------
     >>> off_numpy() is None, off_numpy("numpy", dtype="float32").dtype_name
     (True, 'float32')
+    >>> off_numpy(dtype="float32", float64_only="f runs in float64")
+    Traceback (most recent call last):
+    ...
+    ValueError: dtype='float32': f runs in float64
     """
     bk = backend(name, device, dtype)
+    if float64_only is not None and bk.dtype_name != "float64":
+        raise ValueError(f"dtype={dtype!r}: {float64_only}")
     return None if (bk.name == "numpy" and bk.dtype_name == "float64") else bk
 
 
@@ -203,19 +212,17 @@ def strict_float32(bk=None):
 
     matmul = torch.backends.cuda.matmul
     if hasattr(matmul, "fp32_precision"):  # torch >= 2.9
-        old = matmul.fp32_precision
-        matmul.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            matmul.fp32_precision = old
+        get, put, strict = (lambda: matmul.fp32_precision,
+                            lambda v: setattr(matmul, "fp32_precision", v), "ieee")
     else:
-        old = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("highest")
-        try:
-            yield
-        finally:
-            torch.set_float32_matmul_precision(old)
+        get, put, strict = (torch.get_float32_matmul_precision,
+                            torch.set_float32_matmul_precision, "highest")
+    old = get()
+    put(strict)
+    try:
+        yield
+    finally:
+        put(old)
 
 
 def to_numpy(a) -> np.ndarray:

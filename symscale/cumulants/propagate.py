@@ -44,8 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import backend as make_backend
-from ..arrays import movers, to_numpy
+from ..arrays import movers, off_numpy, to_numpy
 from ..validation import check_bool, check_choice, check_int
 from .network import RandomMLP, _check_mlp, _stacked_affine
 from .nonlinear import _check_cumulants, nonlinear_step
@@ -182,11 +181,9 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
     mlp = stack[0] if stack is not None else mlp
     _check_mlp(mlp)
     _check_estimator(K, variant, factored)
-    bk = make_backend(backend, device, dtype)
-    if bk.dtype_name != "float64":
-        raise ValueError(f"dtype={dtype!r}: propagate runs in float64 (cumulants of order 3 "
-                         "and 4 cancel large moments; no float32 error bound is derived)")
-    bk = None if bk.name == "numpy" else bk
+    bk = off_numpy(backend, device, dtype, float64_only=(
+        "propagate runs in float64 (cumulants of order 3 and 4 cancel large moments; no "
+        "float32 error bound is derived)"))
     K = int(K)
     keep_layers = check_bool(keep_layers, "keep_layers")
     L = mlp.depth

@@ -226,8 +226,14 @@ def _old_order(args):
                                                               and is_activation(args[2]))
 
 
+#: Why the simulators refuse float32 (off_numpy's float64_only).
+_FLOAT64_ONLY = ("the NSDE simulators run in float64 (no bound is derived for the rounding "
+                 "float32 accumulates over the layers or steps)")
+
+
 @renamed_arguments(act="activation", n="width")
 @reordered_arguments(("V0", "activation", "width", "depth", "n_chains", "seed"), _old_order)
+
 def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
                        n_chains: int = 1000, seed=0, weight_var: float | None = None,
                        save_every: int = 0, progress: bool = False, client=None,
@@ -285,24 +291,13 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_chains, chains_per_task, seed)
     k = len(batches)
-    bk = _float64_backend(backend, device, dtype)
+    bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
     parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
                       *zip(*batches), [save_every] * k, [progress and k == 1] * k, [bk] * k,
                       client=client)
     V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
     saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
     return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
-
-
-def _float64_backend(backend, device, dtype):
-    """:func:`~symscale.arrays.off_numpy`, refusing float32: no bound is derived for the
-    rounding a chain of Gram updates or SDE steps accumulates in it."""
-    bk = off_numpy(backend, device, dtype)
-    if bk is not None and bk.dtype_name != "float64":
-        raise ValueError(f"dtype={dtype!r}: the NSDE simulators run in float64 (no bound is "
-                         "derived for the rounding float32 accumulates over the layers or "
-                         "steps)")
-    return bk
 
 
 def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=None):
@@ -563,7 +558,7 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_paths, chains_per_task, seed)
     k = len(batches)
-    bk = _float64_backend(backend, device, dtype)
+    bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
     parts = map_tasks(_sde_task, [V0] * k, [activation] * k, [drift_params] * k, [dt] * k,
                       [steps] * k, [scheme] * k, [save_every] * k, [explode_at] * k,
                       *zip(*batches), [progress and k == 1] * k, [bk] * k, client=client)
