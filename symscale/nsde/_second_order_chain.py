@@ -66,7 +66,8 @@ def _chain_second(quantity, V0, Y, s, sh: Shaped, count, rng):
         R0 = rate(V0)
         gR = _grad_hess(rate, V0, pairs, 1e-5 * np.abs(V0).max())[0]
         setups.append((use_drift, R0, gR))
-    out = np.empty((count, 3))
+    # one column for "total" alone: an unfilled column would be garbage (and warn on /= P**2)
+    out = np.empty((count, 3 if len(setups) > 1 else 1))
     chunk = max(1, 2_000_000 // (n * P))
     for start in range(0, count, chunk):
         k = min(chunk, count - start)
@@ -93,4 +94,6 @@ def _chain_second(quantity, V0, Y, s, sh: Shaped, count, rng):
     out /= P**2
     if quantity is None:
         return out
+    if quantity == "total":
+        return out[:, 0]
     return out[:, ("total", "linear", "nonlinear").index(quantity)]

@@ -3,6 +3,7 @@ closed form of the zero-drift SDE, and one layer of the exact finite-width chain
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from symscale.errors import DomainError
 from symscale.nsde import (drift, evidence_first_order, generator, generator_numeric,
                            gram_symbols, shaped, shaped_relu)
 from symscale.nsde.bayes import _evidence_terms, _log_lik, drift_matrix
-from symscale.nsde._second_order_chain import _slope_rates
+from symscale.nsde._second_order_chain import _chain_second, _slope_rates
 import symscale.nsde.second_order as so_module
 from symscale.nsde.second_order import (check_second_order,
                                         evidence_second_order, first_order_horizon,
@@ -162,6 +163,31 @@ def test_chain_check(P, network, beta):
     # the chain resolves the second order: its negation is far outside 5 standard errors
     total = rep.rows[0]
     assert abs(total.estimate + total.value) / total.stderr > 5
+
+
+def test_chain_total_alone_is_the_first_column_without_warnings(monkeypatch):
+    """Asked for "total" only, the chain fills one column (an unfilled one was garbage that made
+    the final division warn) and gives the same draws as the first of the three columns.
+    Uninitialised memory is made signalling NaNs so that reading it always warns."""
+    X, Y = _data(2, 7)
+    V0 = X @ X.T / X.shape[1]
+    net = shaped("tanh", 1.0, 200)
+    empty = np.empty
+
+    def garbage(shape, dtype=float, **kw):
+        out = empty(shape, dtype, **kw)
+        if out.dtype == np.float64:
+            out.view(np.uint64)[...] = 0x7FF0000000000001
+        return out
+
+    monkeypatch.setattr(np, "empty", garbage)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        total = _chain_second("total", V0, Y, 0.5, net, 300, np.random.default_rng(4))
+    assert total.shape == (300,) and np.isfinite(total).all()
+    three = _chain_second(None, V0, Y, 0.5, net, 300, np.random.default_rng(4))
+    monkeypatch.undo()
+    np.testing.assert_array_equal(total, three[:, 0])
 
 
 @pytest.mark.parametrize("P, act, beta", [
