@@ -2,9 +2,9 @@
 
 At width 256, depth 4 (He ReLU, one network):
 
-1. FLOPs and wall time of each estimator (median of up to 3 runs), and the ratio of its wall
-   time to FLOPs / (the float64 GEMM rate measured in this run, median of 9) -- target <= 2
-   (GEMM-bound);
+1. FLOPs and wall time of each estimator (median of at least 3 runs, more for fast ones until
+   they span a second), and the ratio of its wall time to FLOPs / (the float64 GEMM rate
+   measured in this run, median of 9) -- target <= 2 (GEMM-bound);
 2. the wall time Monte Carlo needs to reach the same MSE/Var (1/MSE samples at the measured
    time per sample) over the estimator's wall time -- target >= 30. MSE/Var is measured
    against a cached Monte Carlo ground truth; where it is at the truth's own floor the ratio is
@@ -41,15 +41,19 @@ def gemm_rate(n: int, repeats: int = 9) -> float:
     return 2 * 8 * n**3 / float(np.median(times))
 
 
-def median_wall(fn, repeats: int = 3, budget: float = 60.0):
-    """The result of ``fn()`` and its median wall time over up to ``repeats`` runs (fewer when
-    the runs exceed ``budget`` seconds in all), the same statistic as :func:`gemm_rate`."""
+def median_wall(fn, repeats: int = 3, budget: float = 60.0, span: float = 1.0,
+                most: int = 51):
+    """The result of ``fn()`` and its median wall time, the same statistic as
+    :func:`gemm_rate`: over ``repeats`` runs (fewer when they exceed ``budget`` seconds in
+    all), and over more, up to ``most``, until they span ``span`` seconds (a 10 ms call timed
+    3 times on a shared machine moved its ratio by 50%)."""
     times, out = [], None
-    for _ in range(repeats):
+    while len(times) < most:
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-        if sum(times) > budget:
+        total = sum(times)
+        if total > budget or (len(times) >= repeats and total >= span):
             break
     return out, float(np.median(times))
 
