@@ -90,7 +90,7 @@ def _depth_limit(section, quick):
     colors = {0.0: "C0", 0.5: "C1", 0.9: "C2"}  # one colour per input correlation
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     rhos = np.array(list(colors))
-    values = np.array([normalized_ntk(rhos, int(L)) for L in depths])  # (depths, rhos)
+    values = normalized_ntk(rhos, depths.tolist())  # (depths, rhos), one pass to the deepest
     for vals, (r, c) in zip(values.T, colors.items()):
         axes[0].semilogx(depths, vals, color=c, label=f"$\\rho_0 = {r:g}$")
         axes[1].semilogx(depths, depths * (vals - 0.25), color=c, label=f"$\\rho_0 = {r:g}$")

@@ -346,7 +346,7 @@ def _general_ntk(act, r, depth, weight_var, bias_var):
 
 
 @renamed_arguments(act="activation")
-def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, *,
+def normalized_ntk(rho0, depth, activation="relu", dps: int | None = None, *,
                    weight_var: float | None = None, bias_var: float = 0.0,
                    return_error: bool = False):
     r"""Normalized NTK :math:`\bar\Theta^{(L)}` of two unit inputs with correlation ``rho0``.
@@ -355,8 +355,10 @@ def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, 
     ----------
     rho0 : float or array_like
         Input correlation(s) :math:`x^\top x'` in [-1, 1] (inputs on the unit sphere).
-    depth : int
-        Number of hidden layers :math:`L \ge 1`.
+    depth : int or sequence of int
+        Number of hidden layers :math:`L \ge 1`, or several: then the values at every depth
+        (in the order given), from one pass of the recursion to the deepest (the value at
+        each depth equals a separate call's, bit for bit).
     activation : str or Activation
         ReLU-type (two-slope) activations use the exact angle recursion; any other registered
         activation runs the :math:`(q,\rho)` recursion with numeric dual kernels (float64 only).
@@ -375,6 +377,8 @@ def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, 
     Returns
     -------
     ndarray (float64), or mpmath numbers (an object array for array input) when ``dps`` is set.
+        The shape of ``rho0``, preceded by one axis over the depths when ``depth`` is a
+        sequence (the error bound of ``return_error`` likewise).
 
     Warns
     -----
@@ -388,8 +392,8 @@ def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, 
     TypeError
         A non-integer ``depth``/``dps``, non-numeric ``rho0``, bool ``weight_var``.
     ValueError
-        ``depth < 1``, ``|rho0| > 1`` or non-finite, ``dps < 5``, ``weight_var <= 0``,
-        ``bias_var < 0``.
+        ``depth < 1`` (any of them), an empty or nested sequence of depths, ``|rho0| > 1`` or
+        non-finite, ``dps < 5``, ``weight_var <= 0``, ``bias_var < 0``.
     OverflowError, FloatingPointError
         ``(q, rho)`` recursion: the layer variance leaves float64 (``weight_var`` far from
         ``1/E[phi(G)^2]``, no fixed point); the message names ``weight_var`` and the layer.
@@ -401,8 +405,30 @@ def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, 
     array([0.2724963, 0.2776677])
     >>> print(mpmath.nstr(normalized_ntk(0.5, 100, dps=30), 12))
     0.277667721912
+    >>> np.round(normalized_ntk([0.0, 0.5], [10, 100]), 7)  # rows: depths
+    array([[0.316307 , 0.3734865],
+           [0.2724963, 0.2776677]])
     """
-    depth = _check_depth(depth)
+    depths = _check_depths(depth)
+    return _normalized_ntk(rho0, _check_depth(depth) if depths is None else depths,
+                           activation, dps, weight_var, bias_var, return_error)
+
+
+def _check_depths(depth):
+    """The depths of a sequence, validated; None for a single depth."""
+    if isinstance(depth, (str, bytes)) or not np.iterable(depth):
+        return None
+    arr = np.asarray(depth, dtype=object)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"depth must be an integer >= 1 or a non-empty flat sequence of them, "
+                         f"got {depth!r}")
+    return tuple(_check_depth(d, "depth") for d in arr)
+
+
+def _normalized_ntk(rho0, depth, activation, dps, weight_var, bias_var, return_error):
+    """:func:`normalized_ntk` for one depth (an int) or several (a tuple: a leading axis)."""
+    several = isinstance(depth, tuple)
+    order = sorted(set(depth)) if several else [depth]
     r = _check_rho(rho0)
     if weight_var is not None:
         weight_var = check_real(weight_var, "weight_var", low=0.0, low_open=True)
@@ -416,32 +442,43 @@ def normalized_ntk(rho0, depth: int, activation="relu", dps: int | None = None, 
             raise ValueError(f"dps is available for ReLU-type activations without bias only, "
                              f"not {activation.label} with bias_var={bias_var!r}")
         dps = check_int(dps, "dps", low=5)
-        vals = [_mp_ntk(float(x), depth, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
-        if r.ndim == 0:
-            return vals[0]
-        return np.array(vals, dtype=object).reshape(r.shape)
+        per = {L: [_mp_ntk(float(x), L, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
+               for L in order}
+        if not several:
+            vals = per[depth]
+            return vals[0] if r.ndim == 0 else np.array(vals, dtype=object).reshape(r.shape)
+        return np.array([per[L] for L in depth], dtype=object).reshape((len(depth),) + r.shape)
     if slopes is None:
         if return_error:  # no rounding bound is known for the quadrature recursion
             raise ValueError(f"return_error=True needs the angle recursion of a ReLU-type "
                              f"activation without bias, not {activation.label} with "
                              f"bias_var={bias_var!r}")
-        out = _general_ntk(activation, np.atleast_1d(r).astype(float), depth, weight_var, bias_var)
-        return out.reshape(r.shape)
-    value, _ = _float_ntk(np.atleast_1d(r).astype(float), depth, *slopes)
-    err = _float_error_bound(depth, value)
+        flat = np.atleast_1d(r).astype(float)
+        per = {L: _general_ntk(activation, flat, L, weight_var, bias_var) for L in order}
+        if not several:
+            return per[depth].reshape(r.shape)
+        return np.stack([per[L] for L in depth]).reshape((len(depth),) + r.shape)
+    path = _float_ntk_path(np.atleast_1d(r).astype(float).ravel(), tuple(order), *slopes)
+    per = {L: v for L, (v, _) in zip(order, path)}
     limit = float(_limit_value(*slopes))
-    if np.any(err > 1e-3 * np.abs(value - limit)):
-        warnings.warn(f"float64 rounding (bound {err.max():.1e}) exceeds 0.1% of the distance "
-                      f"to the depth limit at depth {depth}; use dps=...", PrecisionWarning,
-                      stacklevel=2)
+    for L in order:
+        err = _float_error_bound(L, per[L])
+        if np.any(err > 1e-3 * np.abs(per[L] - limit)):
+            warnings.warn(f"float64 rounding (bound {err.max():.1e}) exceeds 0.1% of the "
+                          f"distance to the depth limit at depth {L}; use dps=...",
+                          PrecisionWarning, stacklevel=4)  # the caller of normalized_ntk
+            break
     if np.any((np.abs(r) > 1 - 1e-12) & (np.abs(r) < 1)):
         warnings.warn("|rho0| is within 1e-12 of 1: the float input fixes the angle to only a "
                       "few digits; pass the correlation at higher precision with dps=...",
-                      PrecisionWarning, stacklevel=2)
-    value = value.reshape(r.shape)
-    if r.ndim == 0:
-        value = value[()]
-    return (value, err.reshape(r.shape)) if return_error else value
+                      PrecisionWarning, stacklevel=4)
+    if not several:
+        value = per[depth].reshape(r.shape)[()]
+        err = _float_error_bound(depth, per[depth]).reshape(r.shape)
+    else:
+        value = np.stack([per[L] for L in depth]).reshape((len(depth),) + r.shape)
+        err = np.stack([_float_error_bound(L, per[L]) for L in depth]).reshape(value.shape)
+    return (value, err) if return_error else value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,9 +53,40 @@ def test_naive_correlation_iteration_would_fail_where_the_angle_does_not():
     assert abs(naive - good) > 2e-3 and abs(good - 5.551) < 1e-3
 
 
+@pytest.mark.parametrize("kw", [{}, {"dps": 20}, {"activation": "tanh"},
+                                {"activation": "leaky_relu"}, {"bias_var": 0.1}])
+def test_a_sequence_of_depths_equals_separate_calls(kw):
+    """depth=[...] gives every depth in the order asked (repeats allowed), bit for bit what
+    separate calls give, with the depths on a leading axis; one pass of the recursion."""
+    depths = [100, 3, 100, 40] if "dps" not in kw else [7, 3]
+    rho = np.array([[0.0, 0.5], [-0.7, 0.999]]) if "dps" not in kw else np.array([0.5, -0.2])
+    got = normalized_ntk(rho, depths, **kw)
+    assert got.shape == (len(depths),) + rho.shape
+    for row, L in zip(got, depths):
+        want = normalized_ntk(rho, L, **kw)
+        assert all(a == b for a, b in zip(np.ravel(row), np.ravel(want))), L
+    if not kw:  # scalar rho: a vector over depths; return_error keeps the same layout
+        vals, err = normalized_ntk(0.5, depths, return_error=True)
+        assert vals.shape == err.shape == (4,)
+        assert np.array_equal(err, [normalized_ntk(0.5, L, return_error=True)[1]
+                                    for L in depths])
+
+
+def test_a_sequence_of_depths_runs_the_recursion_once(monkeypatch):
+    import symscale.deep_ntk.depth as depth_module
+
+    calls = []
+    path = depth_module._float_ntk_path
+    monkeypatch.setattr(depth_module, "_float_ntk_path",
+                        lambda *a: calls.append(a[1]) or path(*a))
+    normalized_ntk(0.3, [50, 10, 50, 1000])
+    assert calls == [(10, 50, 1000)]
+
+
 def test_precision_warning_when_the_input_carries_too_few_digits():
-    with pytest.warns(PrecisionWarning, match="1e-12"):
+    with pytest.warns(PrecisionWarning, match="1e-12") as rec:
         normalized_ntk(1 - 1e-14, 10)
+    assert rec[0].filename == __file__  # points at the caller, not inside symscale
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         value, err = normalized_ntk(0.3, 1000, return_error=True)
@@ -140,6 +171,11 @@ def test_other_activations():
     ({"rho0": 0.5, "depth": 2.5}, TypeError, "depth"),  # a float is never an integer
     ({"rho0": 0.5, "depth": 3, "dps": 2}, ValueError, "dps"),
     ({"rho0": 0.5, "depth": 3, "dps": 20, "activation": "tanh"}, ValueError, "dps"),
+    ({"rho0": 0.5, "depth": []}, ValueError, "non-empty flat sequence"),
+    ({"rho0": 0.5, "depth": [[1, 2]]}, ValueError, "non-empty flat sequence"),
+    ({"rho0": 0.5, "depth": [3, 0]}, ValueError, "depth must be >= 1, got 0"),
+    ({"rho0": 0.5, "depth": [3, 2.5]}, TypeError, "depth"),
+    ({"rho0": 0.5, "depth": "10"}, TypeError, "depth"),
 ])
 def test_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
