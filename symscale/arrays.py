@@ -70,9 +70,14 @@ class Backend:
 
     def __reduce__(self):
         # the namespace module does not pickle: rebuild from names (a Dask task's backend)
-        device = None if self.device is None else (
-            str(self.device) if self.name == "torch" else self.device.platform)
-        return backend, (self.name, device, self.dtype_name)
+        return backend, (self.name, self.device_name, self.dtype_name)
+
+    @property
+    def device_name(self):
+        """The device as :func:`backend` takes it (``"cuda:0"``, ``"gpu"``; None for numpy)."""
+        if self.device is None:
+            return None
+        return str(self.device) if self.name == "torch" else self.device.platform
 
     @property
     def dtype(self):
@@ -104,6 +109,37 @@ class Backend:
         import jax
 
         return jax.device_put(np.asarray(a, dtype=self.dtype_name), self.device)
+
+    def standard_normal(self, shape, seed: int, index: int = 0):
+        """Standard normals of ``shape`` drawn on this backend's device by its own generator.
+
+        They depend on ``(seed, index)`` only (batch ``index`` of a run), so a run is
+        reproducible on one library and device, but the numbers differ between libraries and
+        between a CPU and a GPU (each has its own generator); numpy draws
+        ``default_rng(SeedSequence([seed, index]))``. Drawing where the arrays live saves the
+        host's draws and their copy to the device.
+
+        >>> a = backend("numpy").standard_normal((2, 3), seed=1, index=4)
+        >>> b = np.random.default_rng(np.random.SeedSequence([1, 4])).standard_normal((2, 3))
+        >>> bool(np.array_equal(a, b))
+        True
+        """
+        seq = np.random.SeedSequence([int(seed), int(index)])
+        if self.name == "numpy":
+            return np.random.default_rng(seq).standard_normal(shape).astype(
+                self.dtype_name, copy=False)
+        lo, hi = (int(v) for v in seq.generate_state(2, np.uint32))
+        if self.name == "torch":
+            import torch
+
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(lo | (hi & 0x7FFFFFFF) << 32)  # 63 bits of the sequence
+            return torch.randn(tuple(shape), generator=gen, device=self.device, dtype=self.dtype)
+        import jax
+
+        key = jax.random.fold_in(jax.random.key(lo), hi)
+        with jax.default_device(self.device):
+            return jax.random.normal(key, tuple(shape), dtype=self.dtype)
 
     def to_numpy(self, a) -> np.ndarray:
         """A float64 numpy copy of a backend array (from any device).

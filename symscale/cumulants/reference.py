@@ -20,7 +20,8 @@ from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
 from ..validation import check_bool, check_choice, check_int, seed_int
 from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
                     _run_identity, _run_key, _save_atomic)
-from .sampling import MonteCarloResult, _checked_merge, _checked_summary, _result
+from .sampling import (_DRAWS, MonteCarloResult, _checked_merge, _checked_summary,
+                       _has_device, _result)
 from .network import RandomMLP, _check_mlp
 
 __all__ = ["ground_truth", "GroundTruthCacheWarning", "GroundTruthCacheError"]
@@ -33,11 +34,16 @@ _SAVE_EVERY_SECONDS = 10.0
 # ground truth: seeded batches, dask, disk cache
 
 
-def _batch_stats(mlp: RandomMLP, seed: int, index: int, size: int, bk=None):
+def _batch_stats(mlp: RandomMLP, seed: int, index: int, size: int, bk=None,
+                 on_device: bool = False):
     """(count, mean, M2) of batch ``index`` (forward passes on backend ``bk``, default numpy
-    float64); its inputs depend only on (seed, index)."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
-    x = rng.standard_normal((size, mlp.input_dim))
+    float64); its inputs depend only on (seed, index), drawn by numpy or, ``on_device``, by
+    the backend's generator."""
+    if on_device:
+        x = bk.standard_normal((size, mlp.input_dim), seed, index)
+    else:
+        x = np.random.default_rng(np.random.SeedSequence([seed, index])).standard_normal(
+            (size, mlp.input_dim))
     return _checked_summary(mlp, x, bk)
 
 
@@ -92,7 +98,7 @@ class _Fold:
 
 def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=None,
                  client=None, progress=True, bad_cache="recompute", backend="numpy",
-                 device=None, dtype="float64") -> MonteCarloResult:
+                 device=None, dtype="float64", draws="host") -> MonteCarloResult:
     """Reference Monte Carlo estimate of E[M(X)]: seeded batches, optional dask and disk cache.
 
     Batch ``b`` (of ``ceil(n_samples / batch)``) draws its inputs from
@@ -126,6 +132,11 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     backend, device, dtype :
         Where the forward passes run, as in :func:`~symscale.cumulants.monte_carlo` (the same
         inputs on every backend; a run off numpy float64 is cached under its own key).
+    draws : {"host", "device"}
+        As in :func:`~symscale.cumulants.monte_carlo`: ``"device"`` draws batch ``b`` from
+        ``(seed, b)`` with the backend's generator on its device (its own cache key: the
+        inputs differ from numpy's); still bit-identical in-process, on dask and on resume
+        for one library and device.
 
     Raises
     ------
@@ -153,6 +164,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     progress = check_bool(progress, "progress")
     bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
     bk = off_numpy(backend, device, dtype)
+    on_device = check_choice(draws, "draws", _DRAWS) == "device" and _has_device(bk)
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)
@@ -164,6 +176,8 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         run = _run_identity(mlp, n_samples, batch, seed)
         if bk is not None:  # round-off differs: not the numpy float64 run's file
             run += f" backend={bk.name} dtype={bk.dtype_name}"
+        if on_device:  # other inputs: the generator of this library and device
+            run += f" draws=device:{bk.device_name}"
         key = _run_key(run)
         path = _cache_path(directory, key)
         saved = _load_cache(path, key, run, mlp.output_dim, sizes, bad_cache)
@@ -199,9 +213,9 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
         try:
             if client is None:
                 for b in todo:
-                    record(b, _batch_stats(mlp, seed, b, sizes[b], bk))
+                    record(b, _batch_stats(mlp, seed, b, sizes[b], bk, on_device))
             else:
-                _run_dask(client, mlp, seed, todo, sizes, record, bk)
+                _run_dask(client, mlp, seed, todo, sizes, record, bk, on_device)
         finally:
             # also on interruption: what was computed is kept for the resume
             if path is not None and unsaved:
@@ -211,14 +225,16 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     return _result(mlp, fold.state, fold.seconds, bk)
 
 
-def _run_dask(client, mlp, seed, todo: Sequence[int], sizes, record, bk=None) -> None:
+def _run_dask(client, mlp, seed, todo: Sequence[int], sizes, record, bk=None,
+              on_device=False) -> None:
     """Submit the batches in ``todo`` to ``client`` and ``record`` them as they complete."""
     from dask.distributed import as_completed
 
     # hash=False: a fresh key, so releasing an earlier scatter of the same network cannot race
     remote = client.scatter(mlp, broadcast=True, hash=False)
     futures = client.map(_batch_stats, [remote] * len(todo), [seed] * len(todo), list(todo),
-                         [sizes[b] for b in todo], [bk] * len(todo), pure=False)
+                         [sizes[b] for b in todo], [bk] * len(todo), [on_device] * len(todo),
+                         pure=False)
     index = {f.key: b for f, b in zip(futures, todo)}
     try:
         for fut in as_completed(futures):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import off_numpy, strict_float32, to_numpy
-from ..validation import check_bool, check_int, check_seed
+from ..validation import check_bool, check_choice, check_int, check_seed, seed_int
 from .network import RandomMLP, _check_mlp, _non_finite_error
 from ..display import ResultDisplay
 
@@ -98,8 +98,8 @@ def _checked_summary(mlp: RandomMLP, x: np.ndarray, bk=None):
             stats = _summary(mlp._preactivation(x, len(mlp.weights)))
         else:
             stats = _summary_on(mlp, x, bk)
-    if not _finite_state(stats):
-        raise _non_finite_error(mlp, x, len(mlp.weights))
+    if not _finite_state(stats):  # error path: find the layer on the host
+        raise _non_finite_error(mlp, to_numpy(x), len(mlp.weights))
     return stats
 
 
@@ -195,9 +195,17 @@ def _lipschitz(act) -> float:
 
 
 
+_DRAWS = ("host", "device")
+
+
+def _has_device(bk) -> bool:
+    """Whether ``draws="device"`` changes anything: a backend other than numpy."""
+    return bk is not None and bk.name != "numpy"
+
+
 def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
                 progress=False, *, backend="numpy", device=None,
-                dtype="float64") -> MonteCarloResult:
+                dtype="float64", draws="host") -> MonteCarloResult:
     """Streaming Monte Carlo estimate of E[M(X)], X ~ N(0, I), in float64.
 
     Batches of ``batch`` inputs come from one ``np.random.default_rng(seed)`` stream (so they
@@ -217,10 +225,16 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
         Show a tqdm progress bar.
     backend, device, dtype :
         Where the forward passes run (see :func:`symscale.arrays.backend`): numpy, torch or
-        jax, any device, float64 or float32. The inputs are drawn by numpy either way, so a
-        seed gives the same inputs on every backend (float64 results agree to round-off);
-        the means and variances are accumulated in float64. In float32 the result's
-        ``rounding`` bounds the relative rounding error of the outputs.
+        jax, any device, float64 or float32. The inputs are drawn by numpy (see ``draws``),
+        so a seed gives the same inputs on every backend (float64 results agree to
+        round-off); the means and variances are accumulated in float64. In float32 the
+        result's ``rounding`` bounds the relative rounding error of the outputs.
+    draws : {"host", "device"}, keyword-only
+        ``"device"`` draws each batch's inputs on the backend's device with its own generator
+        (:meth:`symscale.arrays.Backend.standard_normal`, batch ``b`` from ``(seed, b)``):
+        no host draws and no copy to the device, but the numbers, so the estimates within
+        their standard errors, differ between libraries and devices; reproducible on one. On
+        numpy the two are the same.
 
     Returns
     -------
@@ -247,15 +261,18 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     seed = check_seed(seed)
     progress = check_bool(progress, "progress")
     bk = off_numpy(backend, device, dtype)
+    on_device = check_choice(draws, "draws", _DRAWS) == "device" and _has_device(bk)
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
+    key = seed_int(seed) if on_device else None  # batch b draws from (key, b) on the device
     rng = np.random.default_rng(seed)
     state = (0, np.zeros(mlp.output_dim), np.zeros(mlp.output_dim))
     with tqdm(total=n_samples, disable=not progress, desc="monte carlo") as bar:
-        for lo in range(0, n_samples, batch):
+        for b, lo in enumerate(range(0, n_samples, batch)):
             size = min(batch, n_samples - lo)
-            x = rng.standard_normal((size, mlp.input_dim))
+            x = (bk.standard_normal((size, mlp.input_dim), key, b) if on_device
+                 else rng.standard_normal((size, mlp.input_dim)))
             state = _checked_merge(state, _checked_summary(mlp, x, bk))
             bar.update(size)
     return _result(mlp, state, time.perf_counter() - start, bk)

@@ -53,9 +53,9 @@ def cached(tmp_path):
 def _counting(monkeypatch):
     real, calls = mod._batch_stats, []
 
-    def wrapped(mlp, seed, index, size, bk=None):
+    def wrapped(mlp, seed, index, size, *rest):  # rest: the backend and where it draws
         calls.append(index)
-        return real(mlp, seed, index, size, bk)
+        return real(mlp, seed, index, size, *rest)
 
     monkeypatch.setattr(mod, "_batch_stats", wrapped)
     return calls

@@ -81,3 +81,72 @@ def test_bad_backend_arguments_are_typed_errors():
         monte_carlo(mlp, 10, backend="cupy")
     with pytest.raises(ValueError, match="dtype must be one of"):
         ground_truth(mlp, 10, dtype="float16", progress=False)
+
+
+@pytest.mark.parametrize("name", OTHER)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_device_draws_are_reproducible_and_agree_with_numpy_within_standard_errors(name, dtype):
+    """draws="device": the backend's generator makes the inputs, so the estimate is another
+    sample of the same expectation: equal to numpy's host-drawn one within 5 standard errors
+    (not to round-off), reproducible from the seed, and not a copy of the host draws."""
+    _skip_missing(name)
+    mlp = NETS["relu"]
+    host = monte_carlo(mlp, 40_000, seed=6, batch=8192, backend=name, dtype=dtype)
+    dev = monte_carlo(mlp, 40_000, seed=6, batch=8192, backend=name, dtype=dtype,
+                      draws="device")
+    again = monte_carlo(mlp, 40_000, seed=6, batch=8192, backend=name, dtype=dtype,
+                        draws="device")
+    np.testing.assert_array_equal(dev.mean, again.mean)
+    z = (dev.mean - host.mean) / np.hypot(dev.sem, host.sem)
+    assert np.max(np.abs(z)) < 5, z
+    assert np.max(np.abs(dev.mean - host.mean)) > 1e-3 * np.max(host.sem)  # other inputs
+    other = monte_carlo(mlp, 40_000, seed=7, batch=8192, backend=name, dtype=dtype,
+                        draws="device")
+    assert not np.array_equal(other.mean, dev.mean)
+    assert dev.n_samples == host.n_samples and dev.rounding == host.rounding
+
+
+def test_device_draws_on_numpy_are_the_host_draws():
+    mlp = NETS["gelu"]
+    a = monte_carlo(mlp, 5000, seed=2, batch=1024, draws="device")
+    np.testing.assert_array_equal(a.mean, monte_carlo(mlp, 5000, seed=2, batch=1024).mean)
+
+
+@pytest.mark.parametrize("name", OTHER)
+def test_ground_truth_with_device_draws_has_its_own_cache_and_resumes(name, tmp_path):
+    """Device draws are keyed by (seed, batch): the same numbers in one call, in another, and
+    from the cache; a file of their own (their inputs are not numpy's)."""
+    _skip_missing(name)
+    mlp = NETS["relu"]
+    kw = dict(seed=1, batch=8192, progress=False, backend=name)
+    host = ground_truth(mlp, 30_000, cache_dir=tmp_path, **kw)
+    dev = ground_truth(mlp, 30_000, cache_dir=tmp_path, draws="device", **kw)
+    assert len(list(tmp_path.glob("*.npz"))) == 2
+    z = (dev.mean - host.mean) / np.hypot(dev.sem, host.sem)
+    assert np.max(np.abs(z)) < 5 and not np.array_equal(dev.mean, host.mean)
+    np.testing.assert_array_equal(ground_truth(mlp, 30_000, draws="device", **kw).mean,
+                                  dev.mean)  # recomputed, no cache: the same numbers
+    np.testing.assert_array_equal(
+        ground_truth(mlp, 30_000, cache_dir=tmp_path, draws="device", **kw).mean, dev.mean)
+
+
+def test_bad_draws_is_a_value_error_naming_it():
+    mlp = NETS["gelu"]
+    with pytest.raises(ValueError, match="draws must be one of 'host', 'device', got 'gpu'"):
+        monte_carlo(mlp, 10, draws="gpu")
+    with pytest.raises(ValueError, match="draws must be one of"):
+        ground_truth(mlp, 10, draws=None, progress=False)
+
+
+def test_ground_truth_with_device_draws_on_dask_equals_the_local_run():
+    _skip_missing("torch")
+    distributed = pytest.importorskip("dask.distributed")
+    mlp = NETS["gelu"]
+    kw = dict(seed=4, batch=700, progress=False, backend="torch", draws="device")
+    local = ground_truth(mlp, 4000, **kw)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = ground_truth(mlp, 4000, client=client, **kw)
+    np.testing.assert_array_equal(remote.mean, local.mean)
+    np.testing.assert_array_equal(remote.var, local.var)

@@ -341,11 +341,11 @@ def _counting(monkeypatch, fail_at=None):
     """Wrap the batch function: record batch indices, raise at call number ``fail_at``."""
     real, calls = _REAL_BATCH_STATS, []
 
-    def wrapped(mlp, seed, index, size, bk=None):
+    def wrapped(mlp, seed, index, size, *rest):  # rest: the backend and where it draws
         if fail_at is not None and len(calls) == fail_at:
             raise _Interrupt
         calls.append(index)
-        return real(mlp, seed, index, size, bk)
+        return real(mlp, seed, index, size, *rest)
 
     monkeypatch.setattr(mod, "_batch_stats", wrapped)
     return calls
