@@ -110,10 +110,12 @@ class Backend:
 
         return jax.device_put(np.asarray(a, dtype=self.dtype_name), self.device)
 
-    def standard_normal(self, shape, seed: int, index: int = 0):
+    def standard_normal(self, shape, seed, index: int = 0):
         """Standard normals of ``shape`` drawn on this backend's device by its own generator.
 
-        They depend on ``(seed, index)`` only (batch ``index`` of a run), so a run is
+        They depend on ``(seed, index)`` only (batch ``index`` of a run; ``seed`` as in
+        :func:`symscale.validation.seed_int`: an int, None, a ``SeedSequence`` or a
+        ``Generator``), so a run is
         reproducible on one library and device, but the numbers differ between libraries and
         between a CPU and a GPU (each has its own generator); numpy draws
         ``default_rng(SeedSequence([seed, index]))``. Drawing where the arrays live saves the
@@ -124,7 +126,9 @@ class Backend:
         >>> bool(np.array_equal(a, b))
         True
         """
-        seq = np.random.SeedSequence([int(seed), int(index)])
+        from .validation import check_int, seed_int
+
+        seq = np.random.SeedSequence([seed_int(seed), check_int(index, "index", low=0)])
         if self.name == "numpy":
             return np.random.default_rng(seq).standard_normal(shape).astype(
                 self.dtype_name, copy=False)

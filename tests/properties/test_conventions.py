@@ -53,6 +53,8 @@ def _teacher(seed=0):
 
 # name -> (call(**kwargs), base kwargs, {integer argument: valid value})
 RECIPES = {
+    "Backend.standard_normal": (lambda **k: ss.arrays.backend("numpy").standard_normal((3,), **k),
+                                dict(seed=0), {"index": 2}),
     "mlp_kernels": (ss.mlp_kernels, dict(X=X4), {"depth": 2}),
     "resnet_kernels": (ss.resnet_kernels, dict(X=X4), {"depth": 2}),
     "hermite_coefficients": (lambda **k: ss.hermite_coefficients("relu", **k), {},
