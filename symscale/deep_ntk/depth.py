@@ -306,8 +306,9 @@ def _mp_ntk(r, depth, a, b, dps):
 # general activations: (q, rho) recursion with the registry's numeric dual kernels
 
 
-def _general_ntk(act, r, depth, weight_var, bias_var):
-    """Theta_12 / Theta_11 of the (q, rho) recursion, with Theta_11 kept as a log-scale.
+def _general_ntk(act, r, depths, weight_var, bias_var):
+    """Theta_12 / Theta_11 of the (q, rho) recursion at each of the increasing ``depths`` (a
+    list, from one pass), with Theta_11 kept as a log-scale.
 
     On the sphere every input has the same variance q, so q is a scalar. Theta_11 grows like
     chi_1^L in the chaotic phase (overflow beyond depth ~3000 for erf), so the recursion
@@ -320,7 +321,7 @@ def _general_ntk(act, r, depth, weight_var, bias_var):
         second = float(dual_kernel_numeric(act, 1.0, 1.0, 1.0))
         weight_var = 1.0 / second
     q, s12, u12, log_theta11 = 1.0, r.copy(), r.copy(), 0.0
-    q_seen = None
+    q_seen, out, depth = None, [], depths[-1]
     for layer in range(1, depth + 1):
         if q != q_seen:  # q reaches its fixed point in float64 within a few layers: reuse
             v11 = float(dual_kernel_numeric(act, q, q, q))
@@ -342,7 +343,9 @@ def _general_ntk(act, r, depth, weight_var, bias_var):
         u12 = (u12 * (weight_var * d12) + s_new * inv) / a11
         log_theta11 += math.log(a11)
         q, s12 = q_new, s_new
-    return u12
+        if layer == depths[len(out)]:
+            out.append(u12)  # a fresh array each layer: no copy needed
+    return out
 
 
 @renamed_arguments(act="activation")
@@ -357,8 +360,8 @@ def normalized_ntk(rho0, depth, activation="relu", dps: int | None = None, *,
         Input correlation(s) :math:`x^\top x'` in [-1, 1] (inputs on the unit sphere).
     depth : int or sequence of int
         Number of hidden layers :math:`L \ge 1`, or several: then the values at every depth
-        (in the order given), from one pass of the recursion to the deepest (the value at
-        each depth equals a separate call's, bit for bit).
+        (in the order given), equal bit for bit to separate calls', from one pass of the
+        recursion to the deepest (the mpmath path, ``dps``, runs each depth on its own).
     activation : str or Activation
         ReLU-type (two-slope) activations use the exact angle recursion; any other registered
         activation runs the :math:`(q,\rho)` recursion with numeric dual kernels (float64 only).
@@ -454,7 +457,7 @@ def _normalized_ntk(rho0, depth, activation, dps, weight_var, bias_var, return_e
                              f"activation without bias, not {activation.label} with "
                              f"bias_var={bias_var!r}")
         flat = np.atleast_1d(r).astype(float)
-        per = {L: _general_ntk(activation, flat, L, weight_var, bias_var) for L in order}
+        per = dict(zip(order, _general_ntk(activation, flat, order, weight_var, bias_var)))
         if not several:
             return per[depth].reshape(r.shape)
         return np.stack([per[L] for L in depth]).reshape((len(depth),) + r.shape)

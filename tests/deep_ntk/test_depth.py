@@ -81,6 +81,11 @@ def test_a_sequence_of_depths_runs_the_recursion_once(monkeypatch):
                         lambda *a: calls.append(a[1]) or path(*a))
     normalized_ntk(0.3, [50, 10, 50, 1000])
     assert calls == [(10, 50, 1000)]
+    general = depth_module._general_ntk  # the (q, rho) recursion too
+    monkeypatch.setattr(depth_module, "_general_ntk",
+                        lambda *a: calls.append(tuple(a[2])) or general(*a))
+    normalized_ntk(0.3, [30, 5, 30], activation="tanh")
+    assert calls[1:] == [(5, 30)]
 
 
 def test_precision_warning_when_the_input_carries_too_few_digits():
