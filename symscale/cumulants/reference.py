@@ -15,13 +15,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ..arrays import backend as make_backend
 from ..arrays import off_numpy
 from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
 from ..validation import check_bool, check_choice, check_int, seed_int
 from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
                     _run_identity, _run_key, _save_atomic)
-from .sampling import (_DRAWS, MonteCarloResult, _checked_merge, _checked_summary,
-                       _has_device, _result)
+from .sampling import (MonteCarloResult, _checked_merge, _checked_summary, _draws_on_device,
+                       _result)
 from .network import RandomMLP, _check_mlp
 
 __all__ = ["ground_truth", "GroundTruthCacheWarning", "GroundTruthCacheError"]
@@ -39,12 +40,8 @@ def _batch_stats(mlp: RandomMLP, seed: int, index: int, size: int, bk=None,
     """(count, mean, M2) of batch ``index`` (forward passes on backend ``bk``, default numpy
     float64); its inputs depend only on (seed, index), drawn by numpy or, ``on_device``, by
     the backend's generator."""
-    if on_device:
-        x = bk.standard_normal((size, mlp.input_dim), seed, index)
-    else:
-        x = np.random.default_rng(np.random.SeedSequence([seed, index])).standard_normal(
-            (size, mlp.input_dim))
-    return _checked_summary(mlp, x, bk)
+    source = bk if on_device else make_backend("numpy")  # numpy: default_rng([seed, index])
+    return _checked_summary(mlp, source.standard_normal((size, mlp.input_dim), seed, index), bk)
 
 
 class _Fold:
@@ -164,7 +161,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     progress = check_bool(progress, "progress")
     bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
     bk = off_numpy(backend, device, dtype)
-    on_device = check_choice(draws, "draws", _DRAWS) == "device" and _has_device(bk)
+    on_device = _draws_on_device(draws, bk)
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)

@@ -198,9 +198,11 @@ def _lipschitz(act) -> float:
 _DRAWS = ("host", "device")
 
 
-def _has_device(bk) -> bool:
-    """Whether ``draws="device"`` changes anything: a backend other than numpy."""
-    return bk is not None and bk.name != "numpy"
+def _draws_on_device(draws, bk) -> bool:
+    """Whether the inputs are drawn by ``bk``'s generator: ``draws="device"`` (validated) on a
+    backend other than numpy (on numpy the device is the host)."""
+    return check_choice(draws, "draws", _DRAWS) == "device" and bk is not None \
+        and bk.name != "numpy"
 
 
 def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
@@ -261,7 +263,7 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     seed = check_seed(seed)
     progress = check_bool(progress, "progress")
     bk = off_numpy(backend, device, dtype)
-    on_device = check_choice(draws, "draws", _DRAWS) == "device" and _has_device(bk)
+    on_device = _draws_on_device(draws, bk)
     from tqdm.auto import tqdm
 
     start = time.perf_counter()

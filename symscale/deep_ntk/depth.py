@@ -180,13 +180,6 @@ def _series_terms(theta_max: float, c: float) -> int:
     return len(_G_COEFFS)
 
 
-def _float_ntk(r, depth, a, b, half_sin=None, half_cos=None):
-    """``(Theta-bar, theta)`` at ``depth``: the last value of :func:`_float_ntk_path`."""
-    for out in _float_ntk_path(r, (depth,), a, b, half_sin, half_cos):
-        pass
-    return out
-
-
 def _float_ntk_path(r, depths, a, b, half_sin=None, half_cos=None):
     """Yield ``(Theta-bar, theta)`` at each of the increasing ``depths``, in one pass: the
     value at depth L is bit for bit that of a separate run to L (the same operations).
@@ -447,10 +440,8 @@ def _normalized_ntk(rho0, depth, activation, dps, weight_var, bias_var, return_e
         dps = check_int(dps, "dps", low=5)
         per = {L: [_mp_ntk(float(x), L, *slopes, int(dps)) for x in np.atleast_1d(r).ravel()]
                for L in order}
-        if not several:
-            vals = per[depth]
-            return vals[0] if r.ndim == 0 else np.array(vals, dtype=object).reshape(r.shape)
-        return np.array([per[L] for L in depth], dtype=object).reshape((len(depth),) + r.shape)
+        out = _arrange(per, depth, r.shape, object)
+        return out[()] if out.ndim == 0 else out
     if slopes is None:
         if return_error:  # no rounding bound is known for the quadrature recursion
             raise ValueError(f"return_error=True needs the angle recursion of a ReLU-type "
@@ -458,16 +449,14 @@ def _normalized_ntk(rho0, depth, activation, dps, weight_var, bias_var, return_e
                              f"bias_var={bias_var!r}")
         flat = np.atleast_1d(r).astype(float)
         per = dict(zip(order, _general_ntk(activation, flat, order, weight_var, bias_var)))
-        if not several:
-            return per[depth].reshape(r.shape)
-        return np.stack([per[L] for L in depth]).reshape((len(depth),) + r.shape)
+        return _arrange(per, depth, r.shape)
     path = _float_ntk_path(np.atleast_1d(r).astype(float).ravel(), tuple(order), *slopes)
     per = {L: v for L, (v, _) in zip(order, path)}
+    errs = {L: _float_error_bound(L, v) for L, v in per.items()}
     limit = float(_limit_value(*slopes))
     for L in order:
-        err = _float_error_bound(L, per[L])
-        if np.any(err > 1e-3 * np.abs(per[L] - limit)):
-            warnings.warn(f"float64 rounding (bound {err.max():.1e}) exceeds 0.1% of the "
+        if np.any(errs[L] > 1e-3 * np.abs(per[L] - limit)):
+            warnings.warn(f"float64 rounding (bound {errs[L].max():.1e}) exceeds 0.1% of the "
                           f"distance to the depth limit at depth {L}; use dps=...",
                           PrecisionWarning, stacklevel=4)  # the caller of normalized_ntk
             break
@@ -475,13 +464,17 @@ def _normalized_ntk(rho0, depth, activation, dps, weight_var, bias_var, return_e
         warnings.warn("|rho0| is within 1e-12 of 1: the float input fixes the angle to only a "
                       "few digits; pass the correlation at higher precision with dps=...",
                       PrecisionWarning, stacklevel=4)
-    if not several:
-        value = per[depth].reshape(r.shape)[()]
-        err = _float_error_bound(depth, per[depth]).reshape(r.shape)
-    else:
-        value = np.stack([per[L] for L in depth]).reshape((len(depth),) + r.shape)
-        err = np.stack([_float_error_bound(L, per[L]) for L in depth]).reshape(value.shape)
-    return (value, err) if return_error else value
+    value = _arrange(per, depth, r.shape)
+    value = value if several else value[()]
+    return (value, _arrange(errs, depth, r.shape)) if return_error else value
+
+
+def _arrange(per, depth, shape, dtype=None) -> np.ndarray:
+    """The values ``per[L]`` as :func:`normalized_ntk` returns them: ``shape`` (that of rho0),
+    after an axis over the depths when ``depth`` is a sequence (a tuple)."""
+    if isinstance(depth, tuple):
+        return np.array([per[L] for L in depth], dtype=dtype).reshape((len(depth),) + shape)
+    return np.array(per[depth], dtype=dtype).reshape(shape)
 
 
 # ---------------------------------------------------------------------------------------------

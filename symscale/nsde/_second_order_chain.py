@@ -94,6 +94,4 @@ def _chain_second(quantity, V0, Y, s, sh: Shaped, count, rng):
     out /= P**2
     if quantity is None:
         return out
-    if quantity == "total":
-        return out[:, 0]
-    return out[:, ("total", "linear", "nonlinear").index(quantity)]
+    return out[:, ("total", "linear", "nonlinear").index(quantity)]  # "total": column 0
