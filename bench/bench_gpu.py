@@ -12,7 +12,7 @@ reports; the "device draws" row draws its inputs with each library's generator, 
 difference is a sampling difference of a few standard errors). Without a device the GPU
 columns say so.
 
-Run: python bench/bench_gpu.py [--quick] [--repeats R] [--only NAME]
+Run: python bench/bench_gpu.py [--quick] [--repeats R] [--only NAME] [--skip NAME]
 """
 
 from __future__ import annotations
@@ -113,13 +113,15 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a quarter of each size")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", default="", help="run the rows whose name contains this")
+    parser.add_argument("--skip", action="append", default=[],
+                        help="skip the rows whose name contains this (repeatable)")
     args = parser.parse_args()
     targets = _targets()
     print("| work | numpy (s) | " + " | ".join(f"{t[0]} (s)" for t in targets)
           + " | speed-up over numpy | max rel. diff. from numpy |")
     print("|---|---|" + "---|" * len(targets) + "---|---|")
     for name, fn in _work(args.quick).items():
-        if args.only not in name:
+        if args.only not in name or any(k in name for k in args.skip):
             continue
         base, ref = _timed(fn, args.repeats)
         scale = max(float(np.abs(ref).max()), 1e-300)

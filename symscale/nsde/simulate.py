@@ -525,7 +525,9 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
         :func:`~symscale.tasks.seed_batches`).
     chains_per_task : int
         Paths per task, here or on the cluster (at most this many draw from ``seed``
-        directly).
+        directly). On numpy the local tasks run one after another (memory bounded by a
+        task); on another backend they run in lockstep as one batch, each task drawing from
+        its own stream, so the paths are the same either way.
     backend, device, dtype :
         Where the steps run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
         device, float64 (float32 is refused: no rounding bound is derived for it), with the
@@ -557,26 +559,38 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     _drift_function(activation, drift_params)  # a bad drift fails here, not in a task
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_paths, chains_per_task, seed)
-    k = len(batches)
     bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
-    parts = map_tasks(_sde_task, [V0] * k, [activation] * k, [drift_params] * k, [dt] * k,
-                      [steps] * k, [scheme] * k, [save_every] * k, [explode_at] * k,
-                      *zip(*batches), [progress and k == 1] * k, [bk] * k, client=client)
+    # numpy runs task by task (memory bounded by chains_per_task); a device runs all local
+    # tasks in one lockstep batch (one kernel launch per operation instead of one per task),
+    # with the same streams, so the same paths
+    groups = [batches] if bk is not None and client is None else [[t] for t in batches]
+    g = len(groups)
+    parts = map_tasks(_sde_task, [V0] * g, [activation] * g, [drift_params] * g, [dt] * g,
+                      [steps] * g, [scheme] * g, [save_every] * g, [explode_at] * g,
+                      *([[t[i] for t in grp] for grp in groups] for i in (0, 1)),
+                      [progress and g == 1] * g, [bk] * g, client=client)
     saved = None if parts[0][3] is None else concatenate([p[3] for p in parts], axis=1)
     return Paths(*(concatenate([p[i] for p in parts]) for i in range(3)), steps * dt, saved,
                  parts[0][4])
 
 
-def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explode_at, n_paths,
-              seed, progress, bk=None):
-    """``n_paths`` paths of :func:`simulate_sde` from ``seed`` (one task; the steps on backend
-    ``bk``, default numpy): (values, exploded, left_psd, saved or None, times or None), as
-    numpy."""
+def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explode_at, sizes,
+              seeds, progress, bk=None):
+    """The paths of :func:`simulate_sde` for tasks of ``sizes`` paths drawn from ``seeds``, in
+    lockstep (one batch; the steps on backend ``bk``, default numpy): (values, exploded,
+    left_psd, saved or None, times or None), as numpy.
+
+    Every array keeps all paths, frozen ones masked out (fixed shapes: no gathers, and a jax
+    computation compiled once, not once per live count); each task draws from its own stream
+    for its live paths only, so a task's paths do not depend on the tasks beside it.
+    """
     m = max(int(round(1 / dt)), 1)
     P = V0.shape[0]
     move = movers(bk)[0]
     b = _drift_function(activation, drift_params, "numpy" if bk is None else bk.name)
-    rng = np.random.default_rng(seed)
+    rngs = [np.random.default_rng(s) for s in seeds]
+    ends = np.cumsum(sizes)
+    n_paths = int(ends[-1])
     limit = explode_at * max(np.abs(V0).max(), 1e-300)
     V = move(np.broadcast_to(V0, (n_paths, P, P)).copy())
     xp = namespace(V)
@@ -587,49 +601,64 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
     # and the square root must zero eigenvalues at that level, not sqrt them into 1e-8
     peak = move(np.zeros(n_paths))
     saved, times = [], []
+
+    def mask(a, *axes):  # a host bool array on the device, broadcastable over ``axes``
+        return xp.reshape(move(a.astype(np.float64)) > 0, (n_paths,) + (1,) * len(axes))
+
+    def draws(live):  # each task's draws for its live paths, in path order
+        parts = []
+        for rng, lo, hi in zip(rngs, ends - sizes, ends):
+            k = int(np.count_nonzero(live[lo:hi]))
+            parts.append(rng.standard_normal((k, P, P)) if scheme == "euler"
+                         else _wishart_unit(rng, k, P, m))
+        got = np.concatenate(parts)
+        if got.shape[0] == n_paths:
+            return move(got)
+        full = np.zeros((n_paths, P, P))  # frozen paths: any value, their step is discarded
+        full[live] = got
+        return move(full)
+
     for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
-        live = np.flatnonzero(~(exploded | left))
-        if live.size == 0:  # every path frozen: keep the saved timeline (tasks must agree)
+        live = ~(exploded | left)
+        if not live.any():  # every path frozen: keep the saved timeline (tasks must agree)
             if step < steps and save_every and (step + 1) % save_every == 0:
                 saved.append(to_numpy(V))
                 times.append((step + 1) * dt)
             continue
-        Vl = V[live]
-        # one eigen-decomposition per step serves the PSD check and the square root
-        w, U = xp.linalg.eigh(Vl)
-        scale = xp.maximum(xp.max(xp.abs(w), axis=1), 1e-300)
-        peak = _put_rows(peak, live, xp.maximum(peak[live], scale))
-        outside = _host_bool(w[:, 0] < -PSD_RTOL * scale)
-        if scheme == "psd" and outside.any():
-            # S W S is PSD, but + b dt leaves the cone where V is singular (b vanishes on its
-            # null space to first order only): the excursion is O(dt^2), within the scheme's
-            # error, so project back onto the cone instead of flagging the path
-            o = np.flatnonzero(outside)
-            wo = xp.maximum(w[o], 0.0)
-            w = _put_rows(w, o, wo)
-            Vo = (U[o] * wo[:, None, :]) @ xp.swapaxes(U[o], -1, -2)
-            Vl = _put_rows(Vl, o, Vo)
-            V = _put_rows(V, live[o], Vo)
-            outside[:] = False
-        if outside.any():
-            left[live[outside]] = True
-            keep = np.flatnonzero(~outside)
-            live, Vl, w, U = live[keep], Vl[keep], w[keep], U[keep]
-        if step == steps:
-            break  # the last pass only checks the final states
-        S = psd_sqrt_from_eigh(w, U, peak[live])
-        drift_dt = b(Vl) * dt
-        if scheme == "euler":
-            G = move(rng.standard_normal((live.size, P, P)))
-            dW = (G + xp.swapaxes(G, -1, -2)) * math.sqrt(dt / 2)
-            Vn = Vl + drift_dt + S @ dW @ S
-        else:
-            Vn = S @ move(_wishart_unit(rng, live.size, P, m)) @ S + drift_dt
-        Vn = (Vn + xp.swapaxes(Vn, -1, -2)) / 2
-        with np.errstate(invalid="ignore"):
+        # frozen paths are finite (a step that is not never lands), so computing them is safe;
+        # their results are discarded below
+        with np.errstate(over="ignore", invalid="ignore"):
+            # one eigen-decomposition per step serves the PSD check and the square root
+            w, U = xp.linalg.eigh(V)
+            scale = xp.maximum(xp.max(xp.abs(w), axis=1), 1e-300)
+            live_d = mask(live)
+            peak = xp.where(live_d, xp.maximum(peak, scale), peak)
+            outside = _host_bool(w[:, 0] < -PSD_RTOL * scale) & live
+            if scheme == "psd" and outside.any():
+                # S W S is PSD, but + b dt leaves the cone where V is singular (b vanishes on
+                # its null space to first order only): the excursion is O(dt^2), within the
+                # scheme's error, so project back onto the cone instead of flagging the path
+                out_d = mask(outside, 1)
+                wo = xp.maximum(w, 0.0)
+                V = xp.where(out_d[..., None], (U * wo[:, None, :]) @ xp.swapaxes(U, -1, -2), V)
+                w = xp.where(out_d, wo, w)
+            elif outside.any():
+                left |= outside
+                live &= ~outside
+            if step == steps:
+                break  # the last pass only checks the final states
+            S = psd_sqrt_from_eigh(w, U, peak)
+            drift_dt = b(V) * dt
+            if scheme == "euler":
+                G = draws(live)
+                dW = (G + xp.swapaxes(G, -1, -2)) * math.sqrt(dt / 2)
+                Vn = V + drift_dt + S @ dW @ S
+            else:
+                Vn = S @ draws(live) @ S + drift_dt
+            Vn = (Vn + xp.swapaxes(Vn, -1, -2)) / 2
             finite = _finite_paths(Vn) & _host_bool(xp.max(xp.abs(Vn), axis=(1, 2)) < limit)
-        exploded[live[~finite]] = True
-        V = _put_rows(V, live[finite], Vn[np.flatnonzero(finite)])
+        exploded |= live & ~finite
+        V = xp.where(mask(live & finite, 1, 2), Vn, V)
         if save_every and (step + 1) % save_every == 0:
             saved.append(to_numpy(V))
             times.append((step + 1) * dt)

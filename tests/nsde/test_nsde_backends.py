@@ -55,3 +55,38 @@ def test_bad_backend_is_a_typed_error():
         finite_width_chain(V0, 2, ACTS["relu"], n_chains=2, backend="cupy")
     with pytest.raises(ValueError, match="dtype must be one of"):
         simulate_sde(V0, ACTS["relu"], t=0.1, dt=0.05, n_paths=2, dtype="float16")
+
+
+@pytest.mark.parametrize("scheme", ["euler", "psd"])
+def test_sde_tasks_run_in_lockstep_with_fixed_shapes(array_backend, scheme, monkeypatch):
+    """A device runs all local tasks as one batch of fixed shape (frozen paths masked, not
+    gathered out: one kernel launch per operation, one jax compilation), with each task's own
+    stream, so the paths and flags are numpy's task-by-task ones."""
+    import symscale.nsde.simulate as sim
+
+    calls, shapes = [], set()
+    task, root = sim._sde_task, sim.psd_sqrt_from_eigh
+
+    def spy_task(*args):
+        calls.append(list(args[8]))  # the sizes of the tasks in this call
+        return task(*args)
+
+    def spy_root(w, U, scale=None):
+        shapes.add(tuple(w.shape))
+        return root(w, U, scale)
+
+    monkeypatch.setattr(sim, "_sde_task", spy_task)
+    monkeypatch.setattr(sim, "psd_sqrt_from_eigh", spy_root)
+    # linear-ReLU drift mu > 0 blows up; Euler steps from a singular V0 leave the cone
+    V = np.array([[1.0, 1.0], [1.0, 1.0]])
+    kw = dict(t=1.0, dt=0.05, n_paths=150, seed=4, scheme=scheme, explode_at=3.0,
+              chains_per_task=40, save_every=5, c_plus_value=1.5, c_minus_value=0.0)
+    ref = simulate_sde(V, "relu", **kw)
+    assert calls == [[40], [40], [40], [30]] and shapes == {(40, 2), (30, 2)}
+    calls.clear()
+    shapes.clear()
+    got = simulate_sde(V, "relu", backend=array_backend, **kw)
+    assert calls == [[40, 40, 40, 30]] and shapes == {(150, 2)}
+    assert ref.exploded.any() and (scheme == "psd" or ref.left_psd.any())
+    assert ref.exploded.sum() + ref.left_psd.sum() < 150  # some paths stay live to the end
+    _same(got, ref)
