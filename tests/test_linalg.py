@@ -113,3 +113,32 @@ def test_the_act_keyword_still_works_and_warns(call):
     assert repr(old) == repr(new)
     with pytest.raises(TypeError, match="both"):
         call(act="tanh", activation="tanh")
+
+
+def test_single_blas_thread_limits_and_restores_the_pools(monkeypatch):
+    """One BLAS thread inside (nested too), the pools as they were after; the threadpoolctl
+    controller is built once and rebuilt after a new import (which may load another BLAS)."""
+    import sys
+    import types
+
+    from threadpoolctl import threadpool_info
+
+    from symscale import linalg
+    from symscale.linalg import single_blas_thread
+
+    def blas():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas()
+    with single_blas_thread():
+        assert set(blas()) == {1}
+        with single_blas_thread():
+            assert set(blas()) == {1}
+        assert set(blas()) == {1}
+    assert blas() == before
+    with single_blas_thread(work=linalg.THREADED_WORK):  # large products keep the pools
+        assert blas() == before
+    first = linalg._blas_controller()
+    assert linalg._blas_controller() is first
+    monkeypatch.setitem(sys.modules, "_symscale_test_new_module", types.ModuleType("x"))
+    assert linalg._blas_controller() is not first
