@@ -625,8 +625,8 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
                 saved.append(to_numpy(V))
                 times.append((step + 1) * dt)
             continue
-        # frozen paths are finite (a step that is not never lands), so computing them is safe;
-        # their results are discarded below
+        # frozen paths keep their last finite state (a non-finite step is never stored), so
+        # computing them is safe; their results are discarded below
         with np.errstate(over="ignore", invalid="ignore"):
             # one eigen-decomposition per step serves the PSD check and the square root
             w, U = xp.linalg.eigh(V)
