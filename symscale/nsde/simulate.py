@@ -564,11 +564,12 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     # tasks in one lockstep batch (one kernel launch per operation instead of one per task),
     # with the same streams, so the same paths
     groups = [batches] if bk is not None and client is None else [[t] for t in batches]
+    sizes = [[size for size, _ in group] for group in groups]
+    seeds = [[task_seed for _, task_seed in group] for group in groups]
     g = len(groups)
     parts = map_tasks(_sde_task, [V0] * g, [activation] * g, [drift_params] * g, [dt] * g,
-                      [steps] * g, [scheme] * g, [save_every] * g, [explode_at] * g,
-                      *([[t[i] for t in grp] for grp in groups] for i in (0, 1)),
-                      [progress and g == 1] * g, [bk] * g, client=client)
+                      [steps] * g, [scheme] * g, [save_every] * g, [explode_at] * g, sizes,
+                      seeds, [progress and g == 1] * g, [bk] * g, client=client)
     saved = None if parts[0][3] is None else concatenate([p[3] for p in parts], axis=1)
     return Paths(*(concatenate([p[i] for p in parts]) for i in range(3)), steps * dt, saved,
                  parts[0][4])
