@@ -46,6 +46,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
+from .. import fused
 from .._deprecation import renamed_arguments
 from ..activations import as_activation
 from ..errors import NoClosedFormError, PrecisionWarning
@@ -217,8 +218,9 @@ def _float_ntk_path(r, depths, a, b, half_sin=None, half_cos=None):
             theta[far] = math.pi - 2 * np.arcsin(half_cos)
     ntk = r.copy()
     t2, acc = np.empty_like(r), np.empty_like(r)
-    S = None
-    terms = len(_G_COEFFS)
+    S = fast = None
+    # (1 - kappa_1)/2 = S - (c/2) t^3 (1/3 - t^2/30 + ...): Horner in t^2
+    coeffs = 0.5 * c * np.array(_G_COEFFS)
     wanted = iter(depths)
     target = next(wanted)
     for h in range(depths[-1] + 1):
@@ -241,32 +243,44 @@ def _float_ntk_path(r, depths, a, b, half_sin=None, half_cos=None):
                 ntk += 1.0 - om
                 continue
             S = half_sin * half_sin
+            fast = fused.kernel("small_angle_layer")
         if h % 64 == 0:  # the angles only shrink: fewer series terms as the depth grows
             terms = _series_terms(float(theta.max()), c)
-        # (1 - kappa_1)/2 = S - (c/2) t^3 (1/3 - t^2/30 + ...): Horner in t^2
-        coeffs = [0.5 * c * k for k in _G_COEFFS[:terms]]
-        np.multiply(theta, theta, out=t2)
-        if terms == 1:
-            np.multiply(t2, coeffs[0], out=acc)
+            coeffs = 0.5 * c * np.array(_G_COEFFS[:terms])
+            fast = fused.kernel("small_angle_layer")  # compiled once the process has repaid it
+        if fast is not None:  # the same operations in one compiled loop
+            fast(theta, S, ntk, *coeffs, *[0.0] * (len(_G_COEFFS) - len(coeffs)), c)
         else:
-            np.multiply(t2, coeffs[-1], out=acc)
-            for coef in coeffs[-2:0:-1]:
-                acc += coef
-                acc *= t2
-            acc += coeffs[0]
-            acc *= t2
-        acc *= theta
-        S -= acc
-        # Theta <- Theta (1 - c t) + rho' with rho' = 1 - 2 S'
-        np.multiply(theta, -c, out=acc)
-        acc += 1.0
-        ntk *= acc
-        ntk += 1.0
-        ntk -= S
-        ntk -= S
-        np.sqrt(S, out=theta)
+            with fused.charged():
+                _small_angle_numpy(theta, S, ntk, t2, acc, coeffs, c)
         np.arcsin(theta, out=theta)
         theta *= 2.0
+
+
+def _small_angle_numpy(theta, S, ntk, t2, acc, coeffs, c):
+    """One small-angle layer of :func:`_float_ntk_path` in numpy, in place: ``S`` less the
+    series term, the NTK update, and ``theta <- sqrt(S)`` (the caller takes ``2 arcsin``)."""
+    terms = len(coeffs)
+    np.multiply(theta, theta, out=t2)
+    if terms == 1:
+        np.multiply(t2, coeffs[0], out=acc)
+    else:
+        np.multiply(t2, coeffs[-1], out=acc)
+        for coef in coeffs[-2:0:-1]:
+            acc += coef
+            acc *= t2
+        acc += coeffs[0]
+        acc *= t2
+    acc *= theta
+    S -= acc
+    # Theta <- Theta (1 - c t) + rho' with rho' = 1 - 2 S'
+    np.multiply(theta, -c, out=acc)
+    acc += 1.0
+    ntk *= acc
+    ntk += 1.0
+    ntk -= S
+    ntk -= S
+    np.sqrt(S, out=theta)
 
 
 def _float_error_bound(depth, value):

@@ -33,10 +33,12 @@ array([[1.     , 0.31831],
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
 from .. import families as fam
+from .. import fused
 from ..activations import as_activation
 from ..errors import DomainError
 from ..validation import check_array, check_bool, check_finite, check_int, check_real
@@ -64,7 +66,8 @@ def input_kernel(X, weight_var: float = 1.0, bias_var: float = 0.0) -> np.ndarra
     with np.errstate(over="ignore", invalid="ignore"):
         K = X @ X.T  # numpy computes X X^T with syrk: exactly symmetric
         K *= weight_var / X.shape[1]
-        K += bias_var
+        if bias_var:  # a pass over P x P less without bias
+            K += bias_var
     # X X^T / d + b is PSD plus a constant: a finite diagonal (every partial sum of squares
     # finite) bounds every entry, so the O(P) check is enough
     if not _finite(np.diagonal(K)):
@@ -302,9 +305,28 @@ class _Packed:
         d = np.diagonal(self.sigma)
         return d, d
 
+    def unpack_scaled(self, packed, a, b):
+        """The full matrix of ``packed[i, j] * a_i * b_j`` (scaled while unpacking a row)."""
+        P, s = len(a), self.starts
+        out = np.empty((P, P))
+        fast = fused.kernel("unpack_scaled")
+        if fast is not None:
+            fast(packed, s, a, b, out)
+            return out
+        with fused.charged():
+            for i in range(P):
+                np.multiply(packed[s[i]:s[i + 1]], a[i] * b[i:], out=out[i, i:])
+            return _mirror_upper(out)
+
     def correlations(self, inv1, inv2):
-        rho = np.concatenate([self.sigma[i, i:] * (inv1[i] * inv2[i:])
-                              for i in range(self.sigma.shape[0])])
+        rho, s = np.empty(self.starts[-1]), self.starts
+        fast = fused.kernel("pack_correlations")
+        if fast is not None:
+            fast(self.sigma, inv1, inv2, s, rho)
+        else:
+            with fused.charged():
+                for i in range(self.sigma.shape[0]):
+                    np.multiply(self.sigma[i, i:], inv1[i] * inv2[i:], out=rho[s[i]:s[i + 1]])
         rho[self.diag] = np.where(inv1 > 0, 1.0, 0.0)
         return rho
 
@@ -326,6 +348,9 @@ class _Rect:
 
     def unpack(self, flat):
         return flat[:self.n].reshape(self.sigma.shape).copy()
+
+    def unpack_scaled(self, flat, a, b):
+        return flat[:self.n].reshape(self.sigma.shape) * np.multiply.outer(a, b)
 
     def diagonal(self, c):
         return c[self.n:]
@@ -365,6 +390,35 @@ def _two_slope_correlations(layout, depth, k1, k2, e1, w, ntk, block=32768):
     rho = layout.correlations(*invs)
     tau = np.empty_like(rho) if ntk else None  # filled at layer 0 (depth >= 1 here)
     r, e = k1 / k2, e1 / k2
+    fast = fused.kernel("two_slope_layer")
+    if fast is None:
+        with fused.charged():
+            _correlation_layers(rho, tau, layout, depth, r, e, block)
+    else:  # each block through all layers: numpy's acos, then one compiled loop (same values)
+        local = threading.local()  # a buffer per thread, reused across its blocks
+
+        def through(s0):
+            p = rho[s0:s0 + block]
+            if not hasattr(local, "buf"):
+                local.buf = np.empty((2, min(block, rho.size)))
+            theta, tmp = (x[: p.size] for x in local.buf)
+            _snap_correlations(p, s0, layout, tmp)
+            t = tau[s0:s0 + block] if ntk else tmp  # without the NTK, scratch
+            t[...] = p
+            for _ in range(depth):
+                np.arccos(p, out=theta)
+                fast(p, theta, t, r, e)
+
+        fused.map_blocks(through, range(0, rho.size, block))
+    growth = np.sqrt(w * k2) ** depth
+    scale = (sds[0] * growth, sds[1] * growth)  # Sigma_ij = rho_ij a_i b_j
+    nngp = layout.unpack_scaled(rho, *scale)
+    return nngp, (layout.unpack_scaled(tau, *scale) if ntk else None)
+
+
+def _correlation_layers(rho, tau, layout, depth, r, e, block):
+    """The layers of :func:`_two_slope_correlations` in numpy: a pass per operation over
+    cache-sized blocks, layer after layer (``tau`` None: no NTK)."""
     buf = np.empty((3, min(block, rho.size)))
     for layer in range(depth):
         for s0 in range(0, rho.size, block):  # cache-sized blocks
@@ -372,7 +426,7 @@ def _two_slope_correlations(layout, depth, k1, k2, e1, w, ntk, block=32768):
             gap, theta, tmp = (x[: p.size] for x in buf)
             if layer == 0:  # while the block is in cache
                 _snap_correlations(p, s0, layout, tmp)
-                if ntk:
+                if tau is not None:
                     tau[s0:s0 + block] = p
             np.subtract(1.0, p, out=gap)
             np.add(1.0, p, out=tmp)
@@ -383,21 +437,12 @@ def _two_slope_correlations(layout, depth, k1, k2, e1, w, ntk, block=32768):
             gap -= tmp
             gap *= r
             p += gap
-            if ntk:
+            if tau is not None:
                 t = tau[s0:s0 + block]
                 theta *= e
                 theta += 1.0
                 t *= theta
                 t += p
-    growth = np.sqrt(w * k2) ** depth
-    scale = np.multiply.outer(sds[0] * growth, sds[1] * growth)
-    nngp = layout.unpack(rho)
-    nngp *= scale
-    if not ntk:
-        return nngp, None
-    theta = layout.unpack(tau)
-    theta *= scale
-    return nngp, theta
 
 
 def _snap_correlations(p, s0, layout, tmp):

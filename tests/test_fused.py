@@ -1,0 +1,120 @@
+"""symscale.fused: the optional compiled kernels of the depth recursions give the numpy code's
+numbers bit for bit (kernel recursion, packed and cross kernels, with and without the NTK, on one
+and on two threads; the deep normalized NTK through every series length), are loaded only once
+a process has spent BREAK_EVEN seconds in the numpy code, and are refused cleanly."""
+
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import symscale as ss
+from symscale import fused
+from symscale.deep_ntk import normalized_ntk
+
+numba = pytest.importorskip("numba")
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Load the kernels and count the calls of each (the comparisons below must run them)."""
+    assert fused.warm()
+    calls = {}
+    for name, fn in list(fused._COMPILED.items()):
+        def counted(*a, _fn=fn, _name=name):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _fn(*a)
+        monkeypatch.setitem(fused._COMPILED, name, counted)
+    return calls
+
+
+def _inputs():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((260, 12))
+    X[5], X[7] = X[3], -X[2]  # a duplicate and an antipodal pair: rho = +-1 exactly
+    return X, rng.standard_normal((40, 12))
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "abs"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_kernel_recursion_equals_numpy_bit_for_bit(spy, activation, n_threads):
+    X, X2 = _inputs()
+    cases = [dict(depth=7, weight_var=2.0), dict(depth=3, weight_var=1.3, ntk=False),
+             dict(depth=5, weight_var=2.0, X2=X2)]
+    for kw in cases:
+        with fused.disabled():
+            want = ss.mlp_kernels(X, activation=activation, **kw)
+        with fused.threads(n_threads):
+            got = ss.mlp_kernels(X, activation=activation, **kw)
+        for g, w in zip(got, want):
+            if w is None:
+                assert g is None
+            else:
+                assert np.array_equal(g, w)
+    # 260 inputs: 33 930 packed entries, two blocks a layer; the cross-kernel: one block
+    assert spy["two_slope_layer"] == 2 * 7 + 2 * 3 + 1 * 5
+    assert spy["pack_correlations"] == 2 and spy["unpack_scaled"] == 3
+
+
+def test_deep_ntk_equals_numpy_bit_for_bit(spy):
+    rng = np.random.default_rng(5)
+    rho = np.concatenate([rng.uniform(-1, 1, 300), [1.0, -1.0, 0.0, 0.999999, -0.999999]])
+    depths = [1, 10, 100, 2000, 6000]  # the series shortens as the angles shrink
+    with fused.disabled():
+        want = normalized_ntk(rho, depths)
+    got = normalized_ntk(rho, depths)
+    assert np.array_equal(got, want)
+    assert spy["small_angle_layer"] > 5000
+
+
+def test_kernels_load_once_the_numpy_time_repays_them(monkeypatch):
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setitem(fused._STATE, "spent", 0.0)
+    monkeypatch.setattr(fused, "BREAK_EVEN", 0.05)
+    assert fused.kernel("two_slope_layer") is None  # nothing spent yet: numpy
+    with fused.charged():
+        time.sleep(0.06)
+    assert fused._STATE["spent"] >= 0.05
+    k = fused.kernel("two_slope_layer")
+    p, t = np.array([0.5, 1.0]), np.array([0.5, 1.0])
+    k(p, np.arccos(p), t, 1 / np.pi, -1 / np.pi)
+    assert p[1] == 1.0 and t[1] == 2.0  # rho = 1 stays exactly 1; tau adds rho
+    assert set(fused._COMPILED) == {"two_slope_layer"}  # only what was asked for
+
+
+def test_mlp_kernels_charge_their_numpy_time(monkeypatch):
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setitem(fused._STATE, "spent", 0.0)
+    monkeypatch.setattr(fused, "BREAK_EVEN", 1e9)
+    ss.mlp_kernels(_inputs()[0], 4, "relu", weight_var=2.0)
+    assert fused._STATE["spent"] > 0 and not fused._COMPILED
+
+
+def test_without_numba_everything_runs_numpy(monkeypatch):
+    monkeypatch.setattr(fused, "_has_numba", lambda: False)
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setitem(fused._STATE, "spent", 1e9)
+    assert not fused.available() and not fused.warm()
+    assert fused.kernel("small_angle_layer") is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isfinite(normalized_ntk(np.array([0.3, -0.2]), 200)).all()
+
+
+def test_bad_arguments_are_typed_errors_naming_them():
+    with pytest.raises(ValueError, match="name must be one of .*'nope'"):
+        fused.kernel("nope")
+    with pytest.raises(ValueError, match="n"):
+        with fused.threads(0):
+            pass
+    with pytest.raises(TypeError, match="n"):
+        with fused.threads(1.5):
+            pass
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_map_blocks_keeps_the_order(n_threads):
+    with fused.threads(n_threads):
+        assert fused.map_blocks(lambda b: b * b, range(11)) == [b * b for b in range(11)]
+    assert fused.map_blocks(str, []) == []
