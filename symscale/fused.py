@@ -40,7 +40,7 @@ __all__ = ["BREAK_EVEN", "available", "charged", "disabled", "kernel", "map_bloc
 #: run pays more than about twice its best choice, and short runs never compile.
 BREAK_EVEN = 1.0
 
-_STATE = {"enabled": True, "spent": 0.0, "threads": None}
+_STATE = {"enabled": True, "spent": 0.0, "threads": None, "broken": False}
 _POOL: list = []
 _COMPILED: dict = {}
 
@@ -54,7 +54,7 @@ def available() -> bool:
     >>> isinstance(fused.available(), bool)
     True
     """
-    return _STATE["enabled"] and _has_numba()
+    return _STATE["enabled"] and not _STATE["broken"] and _has_numba()
 
 
 @functools.cache
@@ -101,10 +101,8 @@ def kernel(name: str):
         raise ValueError(f"name must be one of {sorted(_KERNELS)}, got {name!r}")
     if not available():
         return None
-    if name not in _COMPILED:
-        if _STATE["spent"] < BREAK_EVEN:
-            return None
-        _compile(name)
+    if name not in _COMPILED and (_STATE["spent"] < BREAK_EVEN or not _compile(name)):
+        return None
     return _COMPILED[name]
 
 
@@ -137,11 +135,7 @@ def warm() -> bool:
     ...     fused.warm()
     False
     """
-    if not available():
-        return False
-    for name in _KERNELS:
-        _compile(name)
-    return True
+    return available() and all(_compile(name) for name in _KERNELS)
 
 
 @contextlib.contextmanager
@@ -199,14 +193,22 @@ def map_blocks(fn, blocks) -> list:
     return out
 
 
-def _compile(name):
-    if name not in _COMPILED:
+def _compile(name) -> bool:
+    """Compile kernel ``name`` (once); False, and numpy from then on, where numba fails."""
+    if name in _COMPILED:
+        return True
+    import numpy as np
+
+    try:
         import numba
-        import numpy as np
 
         fn = numba.njit(cache=True, nogil=True)(_KERNELS[name])
         fn(*_warm_arguments(name, np))  # compile now, for the argument types the callers pass
-        _COMPILED[name] = fn
+    except Exception:  # noqa: BLE001 - e.g. a numba too old for this numpy: numpy serves
+        _STATE["broken"] = True
+        return False
+    _COMPILED[name] = fn
+    return True
 
 
 def _warm_arguments(name, np):

@@ -102,6 +102,23 @@ def test_without_numba_everything_runs_numpy(monkeypatch):
         assert np.isfinite(normalized_ntk(np.array([0.3, -0.2]), 200)).all()
 
 
+def test_a_numba_that_fails_leaves_numpy_serving(monkeypatch):
+    """numba installed but unusable (too old for this numpy, say): numpy, the same values."""
+    import sys
+
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setitem(fused._STATE, "spent", 1e9)
+    monkeypatch.setitem(fused._STATE, "broken", False)
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    assert fused.available() and fused.kernel("two_slope_layer") is None
+    assert not fused.available() and not fused.warm()
+    X = _inputs()[0]
+    got = ss.mlp_kernels(X, 3, "relu", weight_var=2.0)
+    with fused.disabled():
+        want = ss.mlp_kernels(X, 3, "relu", weight_var=2.0)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
 def test_bad_arguments_are_typed_errors_naming_them():
     with pytest.raises(ValueError, match="name must be one of .*'nope'"):
         fused.kernel("nope")
