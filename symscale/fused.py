@@ -175,18 +175,20 @@ def map_blocks(fn, blocks) -> list:
     blocks = list(blocks)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    n = min(cores, len(blocks), _STATE["threads"] or cores)
+    cap = _STATE["threads"] or cores
+    n = min(cores, len(blocks), cap)
     if n < 2:
         return [fn(b) for b in blocks]
-    if not _POOL:
+    if not _POOL or _POOL[0] != os.getpid():  # a forked child has none of the parent's threads
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL.append(ThreadPoolExecutor(max_workers=cores, thread_name_prefix="symscale-fused"))
-    if n == cores:
-        return list(_POOL[0].map(fn, blocks))
-    # fewer threads than the pool has: n chunks of consecutive blocks
-    chunks = [blocks[i::n] for i in range(n)]
-    done = dict(zip(range(n), _POOL[0].map(lambda c: [fn(b) for b in c], chunks)))
+        _POOL[:] = [os.getpid(), ThreadPoolExecutor(max_workers=cores,
+                                                    thread_name_prefix="symscale")]
+    pool = _POOL[1]
+    if cap >= cores:
+        return list(pool.map(fn, blocks))
+    # capped below the pool's size: n interleaved chunks of the blocks, one thread each
+    done = list(pool.map(lambda i: [fn(b) for b in blocks[i::n]], range(n)))
     out = [None] * len(blocks)
     for i in range(n):
         out[i::n] = done[i]

@@ -135,3 +135,17 @@ def test_map_blocks_keeps_the_order(n_threads):
     with fused.threads(n_threads):
         assert fused.map_blocks(lambda b: b * b, range(11)) == [b * b for b in range(11)]
     assert fused.map_blocks(str, []) == []
+
+
+def _child_map():
+    return fused.map_blocks(lambda b: b + 1, range(4))
+
+
+@pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="one core: no pool")
+def test_map_blocks_in_a_forked_child_makes_its_own_pool():
+    """A forked child has none of its parent's pool threads: it must not wait on them."""
+    import multiprocessing as mp
+
+    assert _child_map() == [1, 2, 3, 4]  # the parent's pool exists now
+    with mp.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_child_map).get(timeout=60) == [1, 2, 3, 4]

@@ -22,11 +22,11 @@ Examples
 from __future__ import annotations
 
 import math
-import os
 from functools import lru_cache
 
 import numpy as np
 
+from .. import fused
 from .._deprecation import renamed_arguments
 from ..arrays import device_of, like, namespace, to_numpy
 from ..activations import as_activation
@@ -126,7 +126,6 @@ def _sum_of_products(terms, n: int, m: int, batch: tuple = ()) -> np.ndarray:
     return out
 
 
-_POOL: list = []
 #: Terms of at least this many entries are multiplied in place (below it a fresh temporary
 #: comes from the allocator's free lists, and the shape check would cost more than it saves).
 _IN_PLACE_SIZE = 1 << 14
@@ -141,17 +140,11 @@ def _for_row_blocks(n: int, m: int, work, copies: int = 1) -> None:
     """
     rows = max(1, (1 << 19) // max(1, copies * n ** (m - 1)))
     blocks = [slice(lo, lo + rows) for lo in range(0, n, rows)]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    if cores < 2 or len(blocks) < 2 or copies * n**m < (1 << 20):
+    if copies * n**m < (1 << 20):
         for b in blocks:
             work(b)
         return
-    if not _POOL:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL.append(ThreadPoolExecutor(max_workers=cores, thread_name_prefix="symscale"))
-    list(_POOL[0].map(work, blocks))
+    fused.map_blocks(work, blocks)
 
 
 def _on_axes(arr: np.ndarray, slots: tuple[int, ...], host: tuple[int, ...]) -> np.ndarray:
