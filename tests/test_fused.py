@@ -137,15 +137,30 @@ def test_map_blocks_keeps_the_order(n_threads):
     assert fused.map_blocks(str, []) == []
 
 
-def _child_map():
+_FORK_CHECK = """
+import multiprocessing as mp
+from symscale import fused
+
+def child():
     return fused.map_blocks(lambda b: b + 1, range(4))
+
+if __name__ == "__main__":
+    assert child() == [1, 2, 3, 4]  # the parent's pool exists now
+    with mp.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(child).get(timeout=60) == [1, 2, 3, 4]
+    print("ok")
+"""
 
 
 @pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="one core: no pool")
-def test_map_blocks_in_a_forked_child_makes_its_own_pool():
-    """A forked child has none of its parent's pool threads: it must not wait on them."""
-    import multiprocessing as mp
+def test_map_blocks_in_a_forked_child_makes_its_own_pool(tmp_path):
+    """A forked child has none of its parent's pool threads: it must not wait on them (run in
+    a fresh interpreter: forking a test worker that holds jax's threads could itself hang)."""
+    import subprocess
+    import sys
 
-    assert _child_map() == [1, 2, 3, 4]  # the parent's pool exists now
-    with mp.get_context("fork").Pool(1) as pool:
-        assert pool.apply_async(_child_map).get(timeout=60) == [1, 2, 3, 4]
+    script = tmp_path / "fork_check.py"
+    script.write_text(_FORK_CHECK)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
