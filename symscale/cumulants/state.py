@@ -288,7 +288,7 @@ def _stack_einsum(spec: str, *operands) -> np.ndarray:
     plan = _stack_plan(spec, shapes)
     if plan is None:
         return np.einsum(spec, *operands, optimize="greedy")
-    lead, terms, steps, out = plan
+    lead, terms, steps, out, last = plan
     nb = math.prod(lead)
     ops = [o.reshape((nb,) + o.shape[len(lead):]) for o in operands]
     sizes = {c: d for t, o in zip(terms, operands) for c, d in zip(t, o.shape[len(lead):])}
@@ -301,8 +301,8 @@ def _stack_einsum(spec: str, *operands) -> np.ndarray:
         nbat, nl, nc, nr = (math.prod(sizes[c] for c in g) for g in (batch, left, contract, right))
         C = np.matmul(A.reshape(nb * nbat, nl, nc), B.reshape(nb * nbat, nc, nr))
         ops.append(C.reshape((nb,) + tuple(sizes[c] for c in batch + left + right)))
-    (res,), got = ops, steps[-1][5] + steps[-1][6] + steps[-1][8]
-    res = res.transpose(0, *(1 + got.index(c) for c in out))
+    (res,) = ops
+    res = res.transpose(0, *(1 + last.index(c) for c in out))  # to the output's order
     return res.reshape(lead + res.shape[1:])
 
 
@@ -314,7 +314,8 @@ def _summed(A, idx: str, keep: tuple) -> np.ndarray:
 
 @lru_cache(maxsize=1024)
 def _stack_plan(spec: str, shapes: tuple):
-    """The pairwise steps of :func:`_stack_einsum` (``None``: leave the spec to einsum)."""
+    """``(batch shape, operand indices, pairwise steps, output indices, indices of the last
+    product)`` for :func:`_stack_einsum`; ``None``: leave the spec to einsum."""
     ins, out = spec.replace("...", "").split("->")
     terms = ins.split(",")
     if len(terms) < 2 or any(len(set(t)) != len(t) for t in terms) or "..." not in spec:
@@ -343,7 +344,7 @@ def _stack_plan(spec: str, shapes: tuple):
         cur.append(batch + left + right)
     if len(cur) != 1 or sorted(cur[0]) != sorted(out):
         return None
-    return lead, tuple(terms), tuple(steps), out
+    return lead, tuple(terms), tuple(steps), out, cur[0]
 
 
 @lru_cache(maxsize=None)
