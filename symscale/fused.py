@@ -31,6 +31,9 @@ import math
 import os
 import time
 
+from .tasks import usable_cores
+from .validation import check_int
+
 __all__ = ["BREAK_EVEN", "available", "charged", "disabled", "kernel", "map_blocks",
            "threads", "warm"]
 
@@ -73,12 +76,8 @@ def disabled():
     ...     fused.available()
     False
     """
-    before = _STATE["enabled"]
-    _STATE["enabled"] = False
-    try:
+    with _setting("enabled", False):
         yield
-    finally:
-        _STATE["enabled"] = before
 
 
 def kernel(name: str):
@@ -149,15 +148,8 @@ def threads(n: int):
     ...     fused.map_blocks(lambda b: b * 2, [1, 2, 3])
     [2, 4, 6]
     """
-    from .validation import check_int
-
-    n = check_int(n, "n", low=1)
-    before = _STATE["threads"]
-    _STATE["threads"] = n
-    try:
+    with _setting("threads", check_int(n, "n", low=1)):
         yield
-    finally:
-        _STATE["threads"] = before
 
 
 def map_blocks(fn, blocks) -> list:
@@ -173,8 +165,7 @@ def map_blocks(fn, blocks) -> list:
     [1, 2]
     """
     blocks = list(blocks)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = usable_cores()
     cap = _STATE["threads"] or cores
     n = min(cores, len(blocks), cap)
     if n < 2:
@@ -193,6 +184,17 @@ def map_blocks(fn, blocks) -> list:
     for i in range(n):
         out[i::n] = done[i]
     return out
+
+
+@contextlib.contextmanager
+def _setting(key, value):
+    """``_STATE[key] = value`` inside the block."""
+    before = _STATE[key]
+    _STATE[key] = value
+    try:
+        yield
+    finally:
+        _STATE[key] = before
 
 
 def _compile(name) -> bool:

@@ -40,6 +40,7 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from .report import Report, Section, _check_out, _claim_out, _load, find_derivations
+from .tasks import usable_cores as _cores  # module-level: tests replace it
 from .validation import check_int
 
 __all__ = ["reproduce", "run_script", "expected_seconds", "expected_time_line", "TIMINGS_ENV",
@@ -283,14 +284,6 @@ def _check_jobs(jobs):
     if isinstance(jobs, str) and jobs == "auto":
         return jobs
     return check_int(jobs, "jobs", low=1)
-
-
-def _cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _auto_jobs(todo, quick: bool) -> int:

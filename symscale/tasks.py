@@ -17,17 +17,34 @@ Examples
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .validation import check_int, check_seed, seed_sequence
 
-__all__ = ["map_tasks", "iter_tasks", "seed_batches", "concatenate", "check_client",
+__all__ = ["usable_cores", "map_tasks", "iter_tasks", "seed_batches", "concatenate", "check_client",
            "CHAINS_PER_TASK"]
 
 #: Default chains (paths, samples) per task of the NSDE Monte Carlo: large enough that a
 #: task's vectorized steps amortize their Python overhead, small enough to spread 10^4 chains
 #: over a cluster. Runs of at most this many chains draw from the caller's seed directly.
 CHAINS_PER_TASK = 1000
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one).
+
+    Examples
+    --------
+    >>> from symscale.tasks import usable_cores
+    >>> usable_cores() >= 1
+    True
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def iter_tasks(fn, *iterables, client=None):

@@ -307,16 +307,13 @@ class _Packed:
 
     def unpack_scaled(self, packed, a, b):
         """The full matrix of ``packed[i, j] * a_i * b_j`` (scaled while unpacking a row)."""
-        P, s = len(a), self.starts
-        out = np.empty((P, P))
         fast = fused.kernel("unpack_scaled")
         if fast is not None:
-            fast(packed, s, a, b, out)
+            out = np.empty((len(a), len(a)))
+            fast(packed, self.starts, a, b, out)
             return out
         with fused.charged():
-            for i in range(P):
-                np.multiply(packed[s[i]:s[i + 1]], a[i] * b[i:], out=out[i, i:])
-            return _mirror_upper(out)
+            return _unpack(packed, self.starts, a, b)
 
     def correlations(self, inv1, inv2):
         rho, s = np.empty(self.starts[-1]), self.starts
@@ -467,12 +464,17 @@ def _snap_correlations(p, s0, layout, tmp):
     p[local[line]] = np.sign(s_ij[line])
 
 
-def _unpack(packed, starts):
-    """The full symmetric matrix from its upper triangle packed by rows."""
+def _unpack(packed, starts, a=None, b=None):
+    """The full symmetric matrix from its upper triangle packed by rows; with ``a`` and
+    ``b``, entry ``(i, j)`` times ``a_i b_j`` (scaled while unpacking a row)."""
     P = len(starts) - 1
     out = np.empty((P, P))
     for i in range(P):
-        out[i, i:] = packed[starts[i]:starts[i + 1]]
+        row = packed[starts[i]:starts[i + 1]]
+        if a is None:
+            out[i, i:] = row
+        else:
+            np.multiply(row, a[i] * b[i:], out=out[i, i:])
     return _mirror_upper(out)
 
 
