@@ -271,9 +271,14 @@ def _pack_correlations(sigma, inv1, inv2, starts, rho):
             rho[s + j] = sigma[i, j] * (a * inv2[j])
 
 
-def _unpack_scaled(packed, starts, a, b, out, tile=64):
+def _unpack_scaled(packed, starts, a, b, out, tile=16):
     """``out[i, j] = out[j, i] = packed[starts[i] + j - i] (a[i] b[j])`` for ``j >= i``, in
-    tiles, so that the mirrored writes stay in cache (one pass instead of numpy's two)."""
+    tiles, so that the mirrored writes stay in cache (one pass instead of numpy's two).
+
+    A tile's mirrored column writes touch ``tile`` rows, a page each for P >= 512: 16 fits the
+    16-entry store TLB of recent Intel cores (P = 2000: 8.9 ms against 22.7 ms at 64 on a
+    machine with 4 KiB pages, measured; 64 was as fast only where the rows lay in huge pages).
+    """
     P = a.size
     for i0 in range(0, P, tile):
         for j0 in range(i0, P, tile):

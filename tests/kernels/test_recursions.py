@@ -39,6 +39,27 @@ def test_mlp_kernels_equal_the_layerwise_rule(act):
     assert np.array_equal(nngp, nngp.T) and np.array_equal(ntk, ntk.T)
 
 
+@pytest.mark.parametrize("act, bias_var", [("relu", 0.0), ("relu", 0.3), ("leaky_relu", 0.0)])
+def test_fused_path_over_several_gram_blocks(act, bias_var):
+    """P = 300 spans three row blocks of the upper-triangle input Gram that the fused path
+    computes (its lower triangle is never filled): equal to the layer-by-layer rule, exactly
+    symmetric, and the upper Gram equals input_kernel's."""
+    from symscale.kernels.recursions import _gram
+
+    Xb = np.random.default_rng(5).standard_normal((300, 7))
+    Xb[200] = Xb[3]  # a duplicate in another block
+    up = _gram(Xb, 1.6, bias_var, upper=True)
+    iu = np.triu_indices(300)
+    np.testing.assert_allclose(up[iu], input_kernel(Xb, 1.6, bias_var)[iu], rtol=1e-14,
+                               atol=1e-15)
+    nngp, ntk = mlp_kernels(Xb, 3, act, weight_var=1.6, bias_var=bias_var)
+    S, T = _layerwise(Xb, 3, act, 1.6, bias_var)
+    np.testing.assert_allclose(nngp, S, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(ntk, T, rtol=1e-13, atol=1e-15)
+    assert np.array_equal(nngp, nngp.T) and np.array_equal(ntk, ntk.T)
+    assert nngp[200, 3] == nngp[3, 3] and ntk[200, 3] == ntk[3, 3]
+
+
 def test_resnet_kernels_equal_the_layerwise_rule():
     nngp, ntk = resnet_kernels(X, 4, "relu", branch_scale=0.6, weight_var=1.5, bias_var=0.1)
     S, T = _layerwise(X, 4, "relu", 1.5, 0.1, resnet_scale=0.6)
