@@ -275,9 +275,9 @@ def _unpack_scaled(packed, starts, a, b, out, tile=16):
     """``out[i, j] = out[j, i] = packed[starts[i] + j - i] (a[i] b[j])`` for ``j >= i``, in
     tiles, so that the mirrored writes stay in cache (one pass instead of numpy's two).
 
-    A tile's mirrored column writes touch ``tile`` rows, a page each for P >= 512: 16 fits the
-    16-entry store TLB of recent Intel cores (P = 2000: 8.9 ms against 22.7 ms at 64 on a
-    machine with 4 KiB pages, measured; 64 was as fast only where the rows lay in huge pages).
+    A tile's mirrored column writes touch ``tile`` rows. 16 was the fastest of 8-128 on an
+    AVX-512 machine at P = 2000 (8.9-11 ms; 64 took 22.7 ms there, though it was the best
+    choice, 6.4 ms, on the machine this kernel was first written on).
     """
     P = a.size
     for i0 in range(0, P, tile):
