@@ -8,8 +8,8 @@ on torch ``cuda`` and jax ``gpu``. For each: the median wall time of each, the s
 fastest device over numpy measured in this run, and the largest difference from numpy relative
 to numpy's largest value (float64 rows should be ~1e-13: the draws are numpy's on every
 backend; the float32 row's difference is to be read against the rounding bound the function
-reports; the "device draws" row draws its inputs with each library's generator, so its
-difference is a sampling difference of a few standard errors). Without a device the GPU
+reports; the "device draws" rows draw with each library's generator, so their difference
+is a sampling difference of a few standard errors). Without a device the GPU
 columns say so.
 
 Run: python bench/bench_gpu.py [--quick] [--repeats R] [--only NAME] [--skip NAME]
@@ -89,8 +89,13 @@ def _work(quick: bool) -> dict:
                                                         keep_layers=False, **b).estimate,
         "run_finite (4 layers, 64 inputs)": lambda **b: run_finite(
             program, X, 1024 // s, 64 // s, seed=2, method="explicit", **b).outputs,
+        "run_finite (4 layers, 64 inputs), device draws": lambda **b: run_finite(
+            program, X, 1024 // s, 64 // s, seed=2, method="explicit", draws="device",
+            **b).outputs,
         "finite_width_chain (depth 64)": lambda **b: finite_width_chain(
             V0, 64, act, n_chains=4000 // s, seed=3, **b).values,
+        "finite_width_chain (depth 64), device draws": lambda **b: finite_width_chain(
+            V0, 64, act, n_chains=4000 // s, seed=3, draws="device", **b).values,
         "simulate_sde (psd, 100 steps)": lambda **b: simulate_sde(
             V0, act, t=1.0, dt=0.01, n_paths=20_000 // s, seed=4, scheme="psd", **b).values,
         "LoFi fit, 2 layers": lofi,

@@ -2,9 +2,10 @@ r"""Array backends: where the heavy numerics run (numpy, torch or jax; CPU or a 
 
 A :class:`Backend` names an array library, a device and a floating dtype, and carries the
 library's array-API namespace (through ``array-api-compat``), so that one code path serves
-all three. Random draws always come from numpy's generators and are moved to the backend, so a
+all three. Random draws come from numpy's generators and are moved to the backend, so a
 seeded run draws the same numbers on every backend and the results agree to round-off in
-float64. numpy is the default and the only required library; torch and jax are optional
+float64; functions with ``draws="device"`` (:func:`draws_on_device`) draw on the device
+instead (:meth:`Backend.standard_normal`). numpy is the default and the only required library; torch and jax are optional
 (``pip install torch==2.13.0`` gives the CPU build; ``pip install "jax[cpu]"``).
 
 float32 halves memory and is several times faster on GPUs; functions that accept it report a
@@ -39,11 +40,15 @@ import numpy as np
 
 from .validation import check_choice
 
-__all__ = ["Backend", "backend", "BACKEND_NAMES", "DTYPE_NAMES", "to_numpy", "namespace",
-           "device_of", "like", "off_numpy", "movers", "strict_float32"]
+__all__ = ["Backend", "backend", "BACKEND_NAMES", "DTYPE_NAMES", "DRAWS", "to_numpy",
+           "namespace", "device_of", "like", "off_numpy", "movers", "strict_float32",
+           "draws_on_device"]
 
 BACKEND_NAMES = ("numpy", "torch", "jax")
 DTYPE_NAMES = ("float64", "float32")
+#: where a sampler's Gaussian draws are made: numpy's generator on the host (the same numbers
+#: on every backend), or the backend's own generator on its device
+DRAWS = ("host", "device")
 
 _INSTALL = {"torch": 'pip install torch==2.13.0 (the CPU build; see the installation docs for '
                      'CUDA)', "jax": 'pip install "jax[cpu]"'}
@@ -309,9 +314,34 @@ def device_of(a):
     return device(a)
 
 
+def draws_on_device(draws, bk) -> bool:
+    """Whether a sampler draws with ``bk``'s own generator: ``draws="device"`` on a backend
+    other than numpy (on numpy the device is the host, so both choices draw the same numbers).
+
+    Parameters
+    ----------
+    draws : {"host", "device"}
+        The user's argument (checked: anything else is a ValueError naming it).
+    bk : Backend or None
+        The backend, None for numpy (as :func:`off_numpy` returns it).
+
+    Examples
+    --------
+    >>> draws_on_device("device", None), draws_on_device("host", backend("numpy"))
+    (False, False)
+    >>> draws_on_device("gpu", None)
+    Traceback (most recent call last):
+    ...
+    ValueError: draws must be one of 'host', 'device', got 'gpu'
+    """
+    return check_choice(draws, "draws", DRAWS) == "device" and bk is not None \
+        and bk.name != "numpy"
+
+
 def like(a, ref):
-    """``a`` (numpy or array_like) as an array of ``ref``'s library, dtype and device; a
-    read-only numpy array is copied first (torch may write through a shared buffer).
+    """``a`` (numpy, array_like, or an array of ``ref``'s library, on any device) as an
+    array of ``ref``'s library, dtype and device; a read-only numpy array is copied first
+    (torch may write through a shared buffer).
 
     Examples
     --------
@@ -320,10 +350,13 @@ def like(a, ref):
     """
     if isinstance(ref, np.ndarray):
         return np.asarray(a, dtype=ref.dtype)
+    xp = namespace(ref)
+    if type(a) is type(ref):  # already there (a device array is never copied to the host)
+        return xp.asarray(a, dtype=ref.dtype, device=device_of(ref))
     a = np.asarray(a)
     if not a.flags.writeable:
         a = a.copy()
-    return namespace(ref).asarray(a, dtype=ref.dtype, device=device_of(ref))
+    return xp.asarray(a, dtype=ref.dtype, device=device_of(ref))
 
 
 def _library(name: str):

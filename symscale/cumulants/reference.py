@@ -16,13 +16,12 @@ from typing import Sequence
 import numpy as np
 
 from ..arrays import backend as make_backend
-from ..arrays import off_numpy
+from ..arrays import draws_on_device, off_numpy
 from ..errors import GroundTruthCacheError, GroundTruthCacheWarning
 from ..validation import check_bool, check_choice, check_int, seed_int
 from .cache import (_BAD_CACHE, _cache_directory, _cache_path, _load_cache, _remove_orphans,
                     _run_identity, _run_key, _save_atomic)
-from .sampling import (MonteCarloResult, _checked_merge, _checked_summary, _draws_on_device,
-                       _result)
+from .sampling import MonteCarloResult, _checked_merge, _checked_summary, _result
 from .network import RandomMLP, _check_mlp
 
 __all__ = ["ground_truth", "GroundTruthCacheWarning", "GroundTruthCacheError"]
@@ -161,7 +160,7 @@ def ground_truth(mlp: RandomMLP, n_samples, seed=0, *, batch=2**16, cache_dir=No
     progress = check_bool(progress, "progress")
     bad_cache = check_choice(bad_cache, "bad_cache", _BAD_CACHE)
     bk = off_numpy(backend, device, dtype)
-    on_device = _draws_on_device(draws, bk)
+    on_device = draws_on_device(draws, bk)
     from tqdm.auto import tqdm
 
     n_batches = -(-n_samples // batch)

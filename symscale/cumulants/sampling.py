@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import off_numpy, strict_float32, to_numpy
-from ..validation import check_bool, check_choice, check_int, check_seed, seed_int
+from ..arrays import draws_on_device, off_numpy, strict_float32, to_numpy
+from ..validation import check_bool, check_int, check_seed, seed_int
 from .network import RandomMLP, _check_mlp, _non_finite_error
 from ..display import ResultDisplay
 
@@ -195,14 +195,6 @@ def _lipschitz(act) -> float:
 
 
 
-_DRAWS = ("host", "device")
-
-
-def _draws_on_device(draws, bk) -> bool:
-    """Whether the inputs are drawn by ``bk``'s generator: ``draws="device"`` (validated) on a
-    backend other than numpy (on numpy the device is the host)."""
-    return check_choice(draws, "draws", _DRAWS) == "device" and bk is not None \
-        and bk.name != "numpy"
 
 
 def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
@@ -263,7 +255,7 @@ def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
     seed = check_seed(seed)
     progress = check_bool(progress, "progress")
     bk = off_numpy(backend, device, dtype)
-    on_device = _draws_on_device(draws, bk)
+    on_device = draws_on_device(draws, bk)
     from tqdm.auto import tqdm
 
     start = time.perf_counter()

@@ -34,6 +34,10 @@ conditional sampler's per-network products (2000 depth-4 ReLU MLPs at width 16: 
 Widths may differ per layer (``width`` as for :func:`~symscale.netsor.sample_network`); each
 Gram is then normalized by its own layer's width.
 
+On torch or jax, ``draws="device"`` draws each network's matrices on the device with the
+backend's own generator (network i from ``(seed, i)``), so no matrix is drawn on the host and
+copied over: the same law, other numbers (the estimates agree within standard errors).
+
 Examples
 --------
 >>> import numpy as np
@@ -48,15 +52,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 from tqdm import tqdm
 
 from ..activations import Activation
-from ..arrays import off_numpy, to_numpy
-from ..validation import check_bool, check_int, seed_sequence
+from ..arrays import draws_on_device, off_numpy, to_numpy
+from ..validation import check_bool, check_int, seed_int, seed_sequence
 from .data import duplicate_map, prepare_inputs
-from .network import Network, _draw, _sample, evaluate, layer_dims, nonfinite
+from .network import Network, SampledNetwork, _draw, _sample, evaluate, layer_dims, nonfinite
 from .ops import LinComb, NonLin, Readout
 from .program import (Bias, Embed, MatMul, Weight, _kinds, _parents, as_graph,
                       topological_order, validate)
@@ -122,7 +127,7 @@ def _mean_stderr(samples):
 
 def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
                method: str = "auto", progress: bool = False, backend="numpy",
-               device=None) -> FiniteRun:
+               device=None, draws: str = "host") -> FiniteRun:
     """Sample ``n_networks`` networks of the given width and evaluate them on the P inputs.
 
     Parameters
@@ -147,6 +152,12 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
         only); the weights are numpy's draws, so the outputs and Grams equal numpy's to
         round-off. Multi-argument nonlinearities are evaluated on the host. The result holds
         numpy arrays.
+    draws : {"host", "device"}, keyword-only
+        ``"device"`` draws network i's Gaussian matrices on the backend's device with its own
+        generator, from ``(seed, i)`` (:meth:`symscale.arrays.Backend.standard_normal`): no
+        host draws and no copies to the device, but other numbers than numpy's, so the
+        results agree with the host-drawn ones within their standard errors; reproducible on
+        one library and device. On numpy the two are the same.
 
     Returns
     -------
@@ -160,7 +171,8 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     TypeError
         Arguments of the wrong type (bool for a count included); non-numeric X.
     ValueError
-        Counts or seed out of range; X of the wrong shape or not finite (the message names X).
+        Counts or seed out of range; X of the wrong shape or not finite (the message names X);
+        ``draws`` not "host" or "device".
     InvalidProgramError
         The program breaks a Netsor rule (names the node).
     FloatingPointError
@@ -179,6 +191,7 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     if not isinstance(method, str) or method not in ("auto", "conditional", "explicit"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'explicit', got {method!r}")
     bk = off_numpy(backend, device)
+    on_device = draws_on_device(draws, bk)
     if bk is not None:
         if method == "conditional":
             raise ValueError(f"method='conditional' runs on numpy only; backend={bk.name!r} "
@@ -208,6 +221,9 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
     outputs = np.empty((n_networks, P, start))
     grams = {n: np.empty((n_networks, P, P)) for n in vec}
     scalars = {n: np.empty((n_networks, P)) for n in order if kind[n] == "K"}
+    if on_device:  # what every network draws (keys, shapes, scales), without drawing
+        plan = _draw(G, order, par, dims, shapes, input_dims, _NoDraws)
+        key = seed_int(seed)
 
     def one(i):
         rng = np.random.default_rng(seeds[i])
@@ -219,6 +235,9 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
 
         if method == "conditional":
             net = _conditional_network(G, order, par, data, dims, rng, on_vector=gram)
+        elif on_device:
+            net = _device_network(G, order, par, dims, input_dims, plan, bk, key, i)
+            net = net._forward(data, gram, bk)
         else:
             net = _sample(G, order, par, dims, shapes, input_dims, rng)._forward(data, gram, bk)
         for o in outs:
@@ -259,6 +278,29 @@ BATCH_BYTES = 32 * 2**20
 #: when they can be evaluated in groups (the conditional one costs ~0.3 ms of Python per product
 #: and network; drawing 2^16 normals and their products about as much, measured).
 BATCHED_MAX_DRAWS = 2**16
+
+
+class _NoDraws:
+    """Stands in for a generator in the ops' draw rules: zeros of each shape (never written;
+    large ones are pages not yet touched), so the rules give keys, shapes and scales only."""
+
+    @staticmethod
+    def standard_normal(size):
+        return np.zeros(size)
+
+
+def _device_network(G, order, par, dims, input_dims, plan, bk, key, i) -> SampledNetwork:
+    """Network ``i`` of :func:`run_finite` with ``draws="device"``: one draw of all its
+    normals on ``bk``'s device from ``(key, i)``, cut into the tensors of ``plan`` (the keys,
+    shapes and scales of :func:`~symscale.netsor.network._draw`, in its order)."""
+    zeros, scales = plan
+    flat = bk.standard_normal((sum(z.size for z in zeros.values()),), key, i)
+    normals, at = {}, 0
+    for k, z in zeros.items():
+        normals[k] = flat[at:at + z.size].reshape(z.shape)
+        at += z.size
+    return SampledNetwork(G, order, par, "standard", *(MappingProxyType(m) for m in (
+        dims, input_dims, normals, scales, {})))
 
 
 def _batchable(G) -> bool:

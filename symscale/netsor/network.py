@@ -446,7 +446,8 @@ class SampledNetwork:
         out = {}
         for k, z in self.normals.items():
             out[k] = z * self.scales[k]
-            out[k].flags.writeable = False
+            if isinstance(out[k], np.ndarray):  # device draws (run_finite) are not numpy's
+                out[k].flags.writeable = False
         return MappingProxyType(out)
 
     @cached_property

@@ -38,10 +38,10 @@ from ..activations import Activation, as_activation
 from ..errors import PathStatisticWarning
 from ..formula import Formula
 from ..tasks import CHAINS_PER_TASK, concatenate, map_tasks, seed_batches
-from ..arrays import movers, namespace, off_numpy, to_numpy
+from ..arrays import draws_on_device, movers, namespace, off_numpy, to_numpy
 from ..linalg import PSD_RTOL, check_psd, psd_sqrt_from_eigh, psd_sqrt_of_stack
 from ..validation import (check_array, check_bool, check_choice, check_int, check_random_state,
-                          check_real, check_seed)
+                          check_real, check_seed, seed_int)
 from ..kernels.dual import q11, q12, q22
 from .sde import correlation_sde, drift
 from .shaping import Shaped
@@ -238,7 +238,7 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
                        n_chains: int = 1000, seed=0, weight_var: float | None = None,
                        save_every: int = 0, progress: bool = False, client=None,
                        chains_per_task: int = CHAINS_PER_TASK, backend="numpy", device=None,
-                       dtype="float64") -> Paths:
+                       dtype="float64", draws: str = "host") -> Paths:
     """The exact Markov chain of the Gram matrix of a width-n network.
 
     Parameters
@@ -275,11 +275,23 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
         device, float64 (float32 is refused: no rounding bound is derived for it); the
         Gaussian draws are numpy's (the same chains on every backend, float64
         equal to numpy to round-off). The paths come back as numpy arrays.
+    draws : {"host", "device"}, keyword-only
+        ``"device"`` draws each layer's Gaussians on the backend's device with its own
+        generator (a task's layer l from ``(task seed, l)``,
+        :meth:`symscale.arrays.Backend.standard_normal`): no host draws and no copies to the
+        device, but other chains than numpy's, so results agree with the host-drawn ones
+        within their standard errors; reproducible on one library and device for the same
+        ``chains_per_task``. On numpy the two are the same.
 
     Returns
     -------
     Paths
         ``t = depth / n``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument (the message names it), ``draws`` included.
     """
     V0 = check_psd(V0, "V0")
     phi, c, n = _network_spec(activation, width, weight_var)
@@ -292,18 +304,22 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     batches = seed_batches(n_chains, chains_per_task, seed)
     k = len(batches)
     bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
+    on_device = draws_on_device(draws, bk)
     parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
                       *zip(*batches), [save_every] * k, [progress and k == 1] * k, [bk] * k,
-                      client=client)
+                      [on_device] * k, client=client)
     V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
     saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
     return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
 
 
-def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=None):
+def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=None,
+                on_device=False):
     """``n_chains`` chains of :func:`finite_width_chain` from ``seed`` (one task; the layers
-    on backend ``bk``, default numpy): (values, exploded, saved or None), as numpy."""
-    rng = check_random_state(seed)
+    on backend ``bk``, default numpy; ``on_device``: layer l drawn there from ``(seed, l)``):
+    (values, exploded, saved or None), as numpy."""
+    key = seed_int(seed) if on_device else None
+    rng = None if on_device else check_random_state(seed)
     move = movers(bk)[0]
     fn = phi if bk is None else bk.activation(phi)
     P = V0.shape[0]
@@ -322,7 +338,9 @@ def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=N
         parts = []
         for lo in range(0, live.size or 1, block):  # no live chain: one empty block
             Si = S[lo:lo + block]
-            Z = move(rng.standard_normal((Si.shape[0], n, P))) @ Si
+            shape = (Si.shape[0], n, P)
+            Z = (bk.standard_normal(shape, key, layer) if on_device  # one block on a device
+                 else move(rng.standard_normal(shape))) @ Si
             with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
                 H = fn(Z)
                 parts.append(H.swapaxes(1, 2) @ H)  # batched matmul: far faster than einsum

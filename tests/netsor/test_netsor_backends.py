@@ -60,3 +60,46 @@ def test_nan_is_the_same_typed_error_naming_the_node(array_backend):
 def test_conditional_sampler_off_numpy_is_refused_by_name(array_backend):
     with pytest.raises(ValueError, match="method='conditional' runs on numpy only"):
         run_finite(mlp(1), X2, 8, 2, method="conditional", backend=array_backend)
+
+
+def _z_max(a, b):
+    """Largest |z| between the means over networks of two (n_networks, ...) stacks."""
+    se = np.hypot(a.std(0, ddof=1), b.std(0, ddof=1)) / np.sqrt(a.shape[0])
+    return float(np.max(np.abs(a.mean(0) - b.mean(0)) / np.where(se > 0, se, np.inf)))
+
+
+@pytest.mark.parametrize("prog", ["mlp", "rnn", "attention"])
+def test_device_draws_agree_within_standard_errors_and_are_reproducible(array_backend, prog,
+                                                                        monkeypatch):
+    """draws="device": each network's matrices come from the backend's generator (none from
+    numpy's: the host sampler is never called), so the Grams and outputs are another sample of
+    the same law: within 5 standard errors of the host-drawn run, not equal to it,
+    reproducible from the seed, and different for another seed."""
+    program, X = PROGRAMS[prog]
+    host = run_finite(program, X, 16, 300, seed=2, backend=array_backend)
+    import symscale.netsor.finite as finite
+
+    def no_host_draws(*args, **kwargs):
+        raise AssertionError("a host draw with draws='device'")
+
+    monkeypatch.setattr(finite, "_sample", no_host_draws)
+    dev = run_finite(program, X, 16, 300, seed=2, backend=array_backend, draws="device")
+    again = run_finite(program, X, 16, 300, seed=2, backend=array_backend, draws="device")
+    other = run_finite(program, X, 16, 300, seed=3, backend=array_backend, draws="device")
+    assert set(dev.grams) == set(host.grams)
+    for node in host.grams:
+        assert _z_max(dev.grams[node], host.grams[node]) < 5, node
+        np.testing.assert_array_equal(again.grams[node], dev.grams[node])
+        assert not np.array_equal(dev.grams[node], host.grams[node])
+        assert not np.array_equal(other.grams[node], dev.grams[node])
+    assert _z_max(dev.outputs, host.outputs) < 5
+    np.testing.assert_array_equal(again.outputs, dev.outputs)
+
+
+def test_device_draws_on_numpy_are_the_host_draws_and_bad_draws_is_named():
+    program, X = PROGRAMS["mlp"]
+    a = run_finite(program, X, 12, 4, seed=1, draws="device")
+    b = run_finite(program, X, 12, 4, seed=1)
+    np.testing.assert_array_equal(a.outputs, b.outputs)
+    with pytest.raises(ValueError, match="draws must be one of 'host', 'device', got 'gpu'"):
+        run_finite(program, X, 12, 4, draws="gpu")

@@ -90,3 +90,33 @@ def test_sde_tasks_run_in_lockstep_with_fixed_shapes(array_backend, scheme, monk
     assert ref.exploded.any() and (scheme == "psd" or ref.left_psd.any())
     assert ref.exploded.sum() + ref.left_psd.sum() < 150  # some paths stay live to the end
     _same(got, ref)
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+def test_chain_device_draws_agree_within_standard_errors(array_backend, act):
+    """draws="device": the backend's generator draws every layer (numpy's never: the task
+    has no host generator), so the final Grams are another sample of the same chain: within
+    5 standard errors of the host-drawn one, reproducible from the seed and the split."""
+    kw = dict(n_chains=1500, seed=4, backend=array_backend)
+    host = finite_width_chain(V0, 10, ACTS[act], **kw)
+    dev = finite_width_chain(V0, 10, ACTS[act], draws="device", **kw)
+    a, b = dev.values, host.values
+    z = (a.mean(0) - b.mean(0)) / (np.hypot(a.std(0, ddof=1), b.std(0, ddof=1)) / np.sqrt(1500))
+    assert np.max(np.abs(z)) < 5, z
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(
+        finite_width_chain(V0, 10, ACTS[act], draws="device", **kw).values, a)
+    split = dict(kw, chains_per_task=500)
+    np.testing.assert_array_equal(
+        finite_width_chain(V0, 10, ACTS[act], draws="device", **split).values,
+        finite_width_chain(V0, 10, ACTS[act], draws="device", **split).values)
+    other = finite_width_chain(V0, 10, ACTS[act], draws="device", **dict(kw, seed=5))
+    assert not np.array_equal(other.values, a)
+
+
+def test_chain_device_draws_on_numpy_are_the_host_draws_and_bad_draws_is_named():
+    a = finite_width_chain(V0, 4, ACTS["tanh"], n_chains=50, seed=1, draws="device")
+    b = finite_width_chain(V0, 4, ACTS["tanh"], n_chains=50, seed=1)
+    np.testing.assert_array_equal(a.values, b.values)
+    with pytest.raises(ValueError, match="draws must be one of 'host', 'device', got 1"):
+        finite_width_chain(V0, 4, ACTS["tanh"], n_chains=50, draws=1)
