@@ -113,6 +113,8 @@ class Backend:
             return torch.as_tensor(arr, device=self.device)
         import jax
 
+        if isinstance(a, jax.Array):  # stays on the devices (no round trip through the host)
+            return jax.device_put(a.astype(self.dtype), self.device)
         return jax.device_put(np.asarray(a, dtype=self.dtype_name), self.device)
 
     def standard_normal(self, shape, seed, index: int = 0):
@@ -351,12 +353,21 @@ def like(a, ref):
     if isinstance(ref, np.ndarray):
         return np.asarray(a, dtype=ref.dtype)
     xp = namespace(ref)
-    if type(a) is type(ref):  # already there (a device array is never copied to the host)
+    if _of_library(a, xp):  # a device array is never copied through the host
         return xp.asarray(a, dtype=ref.dtype, device=device_of(ref))
     a = np.asarray(a)
     if not a.flags.writeable:
         a = a.copy()
     return xp.asarray(a, dtype=ref.dtype, device=device_of(ref))
+
+
+def _of_library(a, xp) -> bool:
+    """Whether ``a`` is an array (a traced one too) of the library whose namespace is ``xp``."""
+    if isinstance(a, (np.ndarray, np.generic, list, tuple, int, float)):
+        return False
+    from array_api_compat import is_array_api_obj
+
+    return is_array_api_obj(a) and namespace(a) is xp
 
 
 def _library(name: str):

@@ -149,3 +149,27 @@ def test_nsde_simulators_refuse_float32_by_name(array_backend, which):
         else:
             simulate_sde(V0, act, t=0.1, dt=0.05, n_paths=4, backend=array_backend,
                          dtype="float32")
+
+
+@pytest.mark.filterwarnings("ignore:torch.asarray")  # torch notes that requires_grad carries over
+def test_device_arrays_are_not_copied_through_the_host(array_backend):
+    """Backend.asarray and like take an array of the backend's own library as it is: a torch
+    tensor that requires grad and a jax array traced under jit (numpy can read neither, so a
+    round trip through the host would raise)."""
+    from symscale.arrays import backend, like
+
+    bk = backend(array_backend)
+    if array_backend == "torch":
+        import torch
+
+        t = torch.ones(3, dtype=torch.float64, requires_grad=True)
+        assert bk.asarray(t) is t
+        out = like(t, torch.zeros(2, dtype=torch.float64))
+        assert out.requires_grad and out.data_ptr() == t.data_ptr()
+    else:
+        import jax
+        import jax.numpy as jnp
+
+        ref = jnp.zeros(2)
+        f = jax.jit(lambda x: bk.asarray(like(x, ref)) * 2.0)
+        np.testing.assert_array_equal(np.asarray(f(jnp.ones(3))), [2.0, 2.0, 2.0])
