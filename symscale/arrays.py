@@ -5,8 +5,9 @@ library's array-API namespace (through ``array-api-compat``), so that one code p
 all three. Random draws come from numpy's generators and are moved to the backend, so a
 seeded run draws the same numbers on every backend and the results agree to round-off in
 float64; functions with ``draws="device"`` (:func:`draws_on_device`) draw on the device
-instead (:meth:`Backend.standard_normal`). numpy is the default and the only required library; torch and jax are optional
-(``pip install torch==2.13.0`` gives the CPU build; ``pip install "jax[cpu]"``).
+instead (:meth:`Backend.standard_normal`). numpy is the default and the only required
+library; torch and jax are optional (``pip install torch==2.13.0`` gives the CPU build;
+``pip install "jax[cpu]"``).
 
 float32 halves memory and is several times faster on GPUs; functions that accept it report a
 bound on the rounding error it adds (see each function), so the user can see whether it is

@@ -193,10 +193,6 @@ def _lipschitz(act) -> float:
     return max(1.0, float(slopes.max(initial=1.0)))
 
 
-
-
-
-
 def monte_carlo(mlp: RandomMLP, n_samples, seed=0, batch=2**14,
                 progress=False, *, backend="numpy", device=None,
                 dtype="float64", draws="host") -> MonteCarloResult:
