@@ -269,7 +269,9 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
         :func:`~symscale.tasks.seed_batches`).
     chains_per_task : int
         Chains per task, here or on the cluster (at most this many draw from ``seed``
-        directly).
+        directly). On numpy the local tasks run one after another (memory bounded by a
+        task); on another backend they run in lockstep as one batch, each task drawing from
+        its own stream, so the chains are the same either way.
     backend, device, dtype :
         Where the layers run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
         device, float64 (float32 is refused: no rounding bound is derived for it); the
@@ -302,45 +304,62 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     progress = check_bool(progress, "progress")
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_chains, chains_per_task, seed)
-    k = len(batches)
     bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
     on_device = draws_on_device(draws, bk)
-    parts = map_tasks(_chain_task, [V0] * k, [phi] * k, [c] * k, [n] * k, [depth] * k,
-                      *zip(*batches), [save_every] * k, [progress and k == 1] * k, [bk] * k,
-                      [on_device] * k, client=client)
+    # as in simulate_sde: numpy runs task by task, a device all local tasks in lockstep
+    groups = [batches] if bk is not None and client is None else [[t] for t in batches]
+    sizes = [[size for size, _ in group] for group in groups]
+    seeds = [[task_seed for _, task_seed in group] for group in groups]
+    g = len(groups)
+    parts = map_tasks(_chain_task, [V0] * g, [phi] * g, [c] * g, [n] * g, [depth] * g, sizes,
+                      seeds, [save_every] * g, [progress and g == 1] * g, [bk] * g,
+                      [on_device] * g, client=client)
     V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
     saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
     return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
 
 
-def _chain_task(V0, phi, c, n, depth, n_chains, seed, save_every, progress, bk=None,
+def _chain_task(V0, phi, c, n, depth, sizes, seeds, save_every, progress, bk=None,
                 on_device=False):
-    """``n_chains`` chains of :func:`finite_width_chain` from ``seed`` (one task; the layers
-    on backend ``bk``, default numpy; ``on_device``: layer l drawn there from ``(seed, l)``):
-    (values, exploded, saved or None), as numpy."""
-    key = seed_int(seed) if on_device else None
-    rng = None if on_device else check_random_state(seed)
+    """The chains of :func:`finite_width_chain` for tasks of ``sizes`` chains drawn from
+    ``seeds``, in lockstep (one batch; the layers on backend ``bk``, default numpy, where a
+    group holds one task; ``on_device``: a task's layer l drawn there from ``(its seed, l)``):
+    (values, exploded, saved or None), as numpy. Each task draws for its live chains only,
+    from its own stream, so a task's chains do not depend on the tasks beside it."""
+    keys = [seed_int(s) for s in seeds] if on_device else None
+    rngs = None if on_device else [check_random_state(s) for s in seeds]
+    ends = np.cumsum(sizes)
+    n_chains = int(ends[-1])
     move = movers(bk)[0]
     fn = phi if bk is None else bk.activation(phi)
     P = V0.shape[0]
     V = move(np.broadcast_to(V0, (n_chains, P, P)).copy())
     bad = np.zeros(n_chains, bool)
     saved = []
-    # on numpy a block of chains whose draws fit in cache goes draw -> Z S -> phi -> Gram
-    # before the next block is drawn: one pass over memory per layer instead of one per
-    # operation (the same numbers: the generator fills row after row either way); a device
-    # takes all chains at once
+    # on numpy (one task) a block of chains whose draws fit in cache goes draw -> Z S -> phi
+    # -> Gram before the next block is drawn: one pass over memory per layer instead of one
+    # per operation (the same numbers: the generator fills row after row either way); a
+    # device takes all chains at once, each task's draws in task order
     block = n_chains if bk is not None else max(1, _CHAIN_BLOCK_BYTES // (8 * n * P))
     xp = namespace(V)
+
+    def draws(layer, count):  # the live chains' Gaussians: task by task, in chain order
+        if rngs is not None and len(rngs) == 1:
+            return move(rngs[0].standard_normal((count, n, P)))
+        parts = []
+        for t, (lo, hi) in enumerate(zip(ends - sizes, ends)):
+            k = int(np.count_nonzero(~bad[lo:hi]))
+            parts.append(bk.standard_normal((k, n, P), keys[t], layer) if on_device
+                         else move(rngs[t].standard_normal((k, n, P))))
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
     for layer in tqdm(range(depth), disable=not progress, desc="layers"):
         live = np.flatnonzero(~bad)
         S = psd_sqrt_of_stack(V[live])
         parts = []
         for lo in range(0, live.size or 1, block):  # no live chain: one empty block
             Si = S[lo:lo + block]
-            shape = (Si.shape[0], n, P)
-            Z = (bk.standard_normal(shape, key, layer) if on_device  # one block on a device
-                 else move(rng.standard_normal(shape))) @ Si
+            Z = draws(layer, Si.shape[0]) @ Si
             with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are flagged below
                 H = fn(Z)
                 parts.append(H.swapaxes(1, 2) @ H)  # batched matmul: far faster than einsum

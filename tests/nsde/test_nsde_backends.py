@@ -120,3 +120,40 @@ def test_chain_device_draws_on_numpy_are_the_host_draws_and_bad_draws_is_named()
     np.testing.assert_array_equal(a.values, b.values)
     with pytest.raises(ValueError, match="draws must be one of 'host', 'device', got 1"):
         finite_width_chain(V0, 4, ACTS["tanh"], n_chains=50, draws=1)
+
+
+def test_chain_tasks_run_in_lockstep(array_backend, monkeypatch):
+    """A device runs the chain's local tasks as one batch, each task drawing its live chains
+    from its own stream: the chains and flags of numpy's task-by-task run (host draws), and
+    with device draws those of each task run alone (chains explode in every task here, so
+    the tasks' live counts differ)."""
+    import symscale.nsde.simulate as sim
+    from symscale.validation import seed_sequence
+
+    calls = []
+    task = sim._chain_task
+
+    def spy_task(*args):
+        calls.append(list(args[5]))  # the sizes of the tasks in this call
+        return task(*args)
+
+    monkeypatch.setattr(sim, "_chain_task", spy_task)
+    V = V0[:2, :2]
+    kw = dict(width=4, weight_var=4e31, n_chains=150, seed=4, chains_per_task=40, save_every=5)
+    ref = finite_width_chain(V, 10, "relu", **kw)
+    assert calls == [[40], [40], [40], [30]]
+    calls.clear()
+    got = finite_width_chain(V, 10, "relu", backend=array_backend, **kw)
+    assert calls == [[40, 40, 40, 30]]
+    assert 0 < ref.exploded.sum() < 150 and all(ref.exploded[i:i + 40].any()
+                                                for i in range(0, 150, 40))
+    _same(got, ref)
+    dev = finite_width_chain(V, 10, "relu", backend=array_backend, draws="device", **kw)
+    alone = [finite_width_chain(V, 10, "relu", width=4, weight_var=4e31, n_chains=size,
+                                seed=child, chains_per_task=size, backend=array_backend,
+                                draws="device")
+             for size, child in zip((40, 40, 40, 30), seed_sequence(4).spawn(4))]
+    np.testing.assert_array_equal(dev.exploded, np.concatenate([a.exploded for a in alone]))
+    live = ~dev.exploded
+    np.testing.assert_allclose(dev.values[live], np.concatenate([a.values for a in alone])[live],
+                               rtol=1e-12)
