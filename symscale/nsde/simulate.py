@@ -275,8 +275,8 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     backend, device, dtype :
         Where the layers run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
         device, float64 (float32 is refused: no rounding bound is derived for it); the
-        Gaussian draws are numpy's (the same chains on every backend, float64
-        equal to numpy to round-off). The paths come back as numpy arrays.
+        Gaussian draws are numpy's unless ``draws="device"`` (the same chains on every
+        backend, float64 equal to numpy to round-off). The paths come back as numpy arrays.
     draws : {"host", "device"}, keyword-only
         ``"device"`` draws each layer's Gaussians on the backend's device with its own
         generator (a task's layer l from ``(task seed, l)``,
