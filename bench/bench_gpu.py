@@ -98,6 +98,9 @@ def _work(quick: bool) -> dict:
             V0, 64, act, n_chains=4000 // s, seed=3, draws="device", **b).values,
         "simulate_sde (psd, 100 steps)": lambda **b: simulate_sde(
             V0, act, t=1.0, dt=0.01, n_paths=20_000 // s, seed=4, scheme="psd", **b).values,
+        "simulate_sde (psd, 100 steps), device draws": lambda **b: simulate_sde(
+            V0, act, t=1.0, dt=0.01, n_paths=20_000 // s, seed=4, scheme="psd",
+            draws="device", **b).values,
         "LoFi fit, 2 layers": lofi,
     }
 

@@ -530,7 +530,8 @@ def _wishart_unit(rng, k, P, m):
 def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 0, *,
                  scheme: str = "euler", save_every: int = 0, progress: bool = False,
                  explode_at: float = 1e10, client=None, chains_per_task: int = CHAINS_PER_TASK,
-                 backend="numpy", device=None, dtype="float64", **drift_params) -> Paths:
+                 backend="numpy", device=None, dtype="float64", draws: str = "host",
+                 **drift_params) -> Paths:
     """Simulate dV = b(V) dt + V^{1/2} dW V^{1/2} from V0 up to time t.
 
     Parameters
@@ -569,13 +570,28 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
         Where the steps run (:func:`symscale.arrays.backend`): numpy, torch or jax, any
         device, float64 (float32 is refused: no rounding bound is derived for it), with the
         drift Formula printed for that library; the Gaussian and Wishart
-        draws are numpy's (the same paths on every backend, float64 equal to numpy to
-        round-off). The paths come back as numpy arrays.
+        draws are numpy's unless ``draws="device"`` (the same paths on every backend, float64
+        equal to numpy to round-off). The paths come back as numpy arrays.
+    draws : {"host", "device"}, keyword-only
+        ``"device"`` draws each step's noise on the backend's device with its own generator
+        (a task's step s from ``(task seed, s)``,
+        :meth:`symscale.arrays.Backend.standard_normal`): the Euler scheme's Gaussian
+        matrices, and for ``scheme="psd"`` the Wishart matrices as ``G G^T / m`` with ``G``
+        of ``P x m`` normals (``O(P m)`` numbers a path and step, against the host's Bartlett
+        draws of ``O(P^2)``). No host draws and no copies to the device, but other paths
+        than numpy's, so results agree with the host-drawn ones within their standard
+        errors; reproducible on one library and device for the same ``chains_per_task``. On
+        numpy the two are the same.
 
     Returns
     -------
     Paths
         Exploded (non-finite or beyond ``explode_at``) and non-PSD paths are frozen and flagged.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument (the message names it), ``draws`` included.
     """
     V0 = check_psd(V0, "V0")
     t = check_real(t, "t", low=0.0)
@@ -597,6 +613,7 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
     batches = seed_batches(n_paths, chains_per_task, seed)
     bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
+    on_device = draws_on_device(draws, bk)
     # numpy runs task by task (memory bounded by chains_per_task); a device runs all local
     # tasks in one lockstep batch (one kernel launch per operation instead of one per task),
     # with the same streams, so the same paths
@@ -606,14 +623,15 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
     g = len(groups)
     parts = map_tasks(_sde_task, [V0] * g, [activation] * g, [drift_params] * g, [dt] * g,
                       [steps] * g, [scheme] * g, [save_every] * g, [explode_at] * g, sizes,
-                      seeds, [progress and g == 1] * g, [bk] * g, client=client)
+                      seeds, [progress and g == 1] * g, [bk] * g, [on_device] * g,
+                      client=client)
     saved = None if parts[0][3] is None else concatenate([p[3] for p in parts], axis=1)
     return Paths(*(concatenate([p[i] for p in parts]) for i in range(3)), steps * dt, saved,
                  parts[0][4])
 
 
 def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explode_at, sizes,
-              seeds, progress, bk=None):
+              seeds, progress, bk=None, on_device=False):
     """The paths of :func:`simulate_sde` for tasks of ``sizes`` paths drawn from ``seeds``, in
     lockstep (one batch; the steps on backend ``bk``, default numpy): (values, exploded,
     left_psd, saved or None, times or None), as numpy.
@@ -626,7 +644,8 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
     P = V0.shape[0]
     move = movers(bk)[0]
     b = _drift_function(activation, drift_params, "numpy" if bk is None else bk.name)
-    rngs = [np.random.default_rng(s) for s in seeds]
+    keys = [seed_int(s) for s in seeds] if on_device else None  # step s from (key, s)
+    rngs = None if on_device else [np.random.default_rng(s) for s in seeds]
     ends = np.cumsum(sizes)
     n_paths = int(ends[-1])
     limit = explode_at * max(np.abs(V0).max(), 1e-300)
@@ -643,7 +662,9 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
     def mask(a, *axes):  # a host bool array on the device, broadcastable over ``axes``
         return xp.reshape(move(a.astype(np.float64)) > 0, (n_paths,) + (1,) * len(axes))
 
-    def draws(live):  # each task's draws for its live paths, in path order
+    def draws(live, step):  # each task's draws for its live paths, in path order
+        if on_device:
+            return _device_draws(live, step)
         parts = []
         for rng, lo, hi in zip(rngs, ends - sizes, ends):
             k = int(np.count_nonzero(live[lo:hi]))
@@ -655,6 +676,21 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
         full = np.zeros((n_paths, P, P))  # frozen paths: any value, their step is discarded
         full[live] = got
         return move(full)
+
+    def _device_draws(live, step):
+        parts = []
+        for key, lo, hi in zip(keys, ends - sizes, ends):
+            k = int(np.count_nonzero(live[lo:hi]))
+            if scheme == "euler":
+                parts.append(bk.standard_normal((k, P, P), key, step))
+            else:  # Wishart_m(I) / m = G G^T / m, G with m iid normal columns
+                G = bk.standard_normal((k, P, m), key, step)
+                parts.append(G @ xp.swapaxes(G, -1, -2) / m)
+        got = parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+        if got.shape[0] == n_paths:
+            return got
+        full = move(np.zeros((n_paths, P, P)))  # frozen paths: as above
+        return _put_rows(full, np.flatnonzero(live), got)
 
     for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
         live = ~(exploded | left)
@@ -688,11 +724,11 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
             S = psd_sqrt_from_eigh(w, U, peak)
             drift_dt = b(V) * dt
             if scheme == "euler":
-                G = draws(live)
+                G = draws(live, step)
                 dW = (G + xp.swapaxes(G, -1, -2)) * math.sqrt(dt / 2)
                 Vn = V + drift_dt + S @ dW @ S
             else:
-                Vn = S @ draws(live) @ S + drift_dt
+                Vn = S @ draws(live, step) @ S + drift_dt
             Vn = (Vn + xp.swapaxes(Vn, -1, -2)) / 2
             finite = _finite_paths(Vn) & _host_bool(xp.max(xp.abs(Vn), axis=(1, 2)) < limit)
         exploded |= live & ~finite

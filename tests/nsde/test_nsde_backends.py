@@ -157,3 +157,41 @@ def test_chain_tasks_run_in_lockstep(array_backend, monkeypatch):
     live = ~dev.exploded
     np.testing.assert_allclose(dev.values[live], np.concatenate([a.values for a in alone])[live],
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("scheme", ["euler", "psd"])
+def test_sde_device_draws_agree_within_standard_errors(array_backend, scheme, monkeypatch):
+    """draws="device": each step's noise (Gaussian matrices, or Wishart matrices G G^T / m)
+    comes from the backend's generator, none from numpy's (the host Wishart sampler is never
+    called): another sample of the same SDE, within 5 standard errors of the host-drawn paths
+    (the mean of every entry, and the share of paths that left the PSD cone), reproducible
+    from the seed and the split, different for another seed."""
+    import symscale.nsde.simulate as sim
+
+    N = 1500
+    kw = dict(t=0.5, dt=0.05, n_paths=N, seed=3, scheme=scheme, backend=array_backend,
+              chains_per_task=500)
+    host = simulate_sde(V0, ACTS["tanh"], **kw)
+
+    def no_host_wishart(*args, **kwargs):
+        raise AssertionError("a host Wishart draw with draws='device'")
+
+    monkeypatch.setattr(sim, "_wishart_unit", no_host_wishart)
+    dev = simulate_sde(V0, ACTS["tanh"], draws="device", **kw)
+    a, b = dev.values, host.values
+    z = (a.mean(0) - b.mean(0)) / (np.hypot(a.std(0, ddof=1), b.std(0, ddof=1)) / np.sqrt(N))
+    assert np.max(np.abs(z)) < 5, z
+    p = (host.left_psd.mean() + dev.left_psd.mean()) / 2
+    assert abs(host.left_psd.mean() - dev.left_psd.mean()) <= 5 * np.sqrt(2 * p * (1 - p) / N)
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(simulate_sde(V0, ACTS["tanh"], draws="device", **kw).values, a)
+    other = simulate_sde(V0, ACTS["tanh"], draws="device", **dict(kw, seed=4))
+    assert not np.array_equal(other.values, a)
+
+
+def test_sde_device_draws_on_numpy_are_the_host_draws_and_bad_draws_is_named():
+    kw = dict(t=0.1, dt=0.05, n_paths=40, seed=1, scheme="psd")
+    np.testing.assert_array_equal(simulate_sde(V0, ACTS["tanh"], draws="device", **kw).values,
+                                  simulate_sde(V0, ACTS["tanh"], **kw).values)
+    with pytest.raises(ValueError, match="draws must be one of 'host', 'device', got 'cuda'"):
+        simulate_sde(V0, ACTS["tanh"], draws="cuda", **kw)
