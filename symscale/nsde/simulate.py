@@ -303,20 +303,28 @@ def finite_width_chain(V0, depth: int, activation, *, width: int | None = None,
     save_every = _count(save_every, "save_every", 0)
     progress = check_bool(progress, "progress")
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
-    batches = seed_batches(n_chains, chains_per_task, seed)
     bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
     on_device = draws_on_device(draws, bk)
-    # as in simulate_sde: numpy runs task by task, a device all local tasks in lockstep
-    groups = [batches] if bk is not None and client is None else [[t] for t in batches]
-    sizes = [[size for size, _ in group] for group in groups]
-    seeds = [[task_seed for _, task_seed in group] for group in groups]
-    g = len(groups)
+    sizes, seeds = _task_groups(n_chains, chains_per_task, seed, bk, client)
+    g = len(sizes)
     parts = map_tasks(_chain_task, [V0] * g, [phi] * g, [c] * g, [n] * g, [depth] * g, sizes,
                       seeds, [save_every] * g, [progress and g == 1] * g, [bk] * g,
                       [on_device] * g, client=client)
     V, bad = concatenate([p[0] for p in parts]), concatenate([p[1] for p in parts])
     saved = None if parts[0][2] is None else concatenate([p[2] for p in parts], axis=1)
     return Paths(V, bad, np.zeros(n_chains, bool), depth / n, saved)
+
+
+def _task_groups(n, chains_per_task, seed, bk, client):
+    """``(sizes, seeds)`` of the task groups of a run of ``n`` chains or paths: tasks of at
+    most ``chains_per_task`` with their own streams (:func:`~symscale.tasks.seed_batches`),
+    one a group on numpy (memory bounded by a task) or a cluster, every local task in one
+    lockstep group on a device (one kernel launch per operation instead of one per task);
+    the same streams either way, so the same chains."""
+    batches = seed_batches(n, chains_per_task, seed)
+    groups = [batches] if bk is not None and client is None else [[t] for t in batches]
+    return ([[size for size, _ in group] for group in groups],
+            [[task_seed for _, task_seed in group] for group in groups])
 
 
 def _chain_task(V0, phi, c, n, depth, sizes, seeds, save_every, progress, bk=None,
@@ -611,16 +619,10 @@ def simulate_sde(V0, activation, t: float, dt: float, n_paths: int, seed: int = 
                          f"dt={dt!r}")
     _drift_function(activation, drift_params)  # a bad drift fails here, not in a task
     chains_per_task = _count(chains_per_task, "chains_per_task", 1)
-    batches = seed_batches(n_paths, chains_per_task, seed)
     bk = off_numpy(backend, device, dtype, float64_only=_FLOAT64_ONLY)
     on_device = draws_on_device(draws, bk)
-    # numpy runs task by task (memory bounded by chains_per_task); a device runs all local
-    # tasks in one lockstep batch (one kernel launch per operation instead of one per task),
-    # with the same streams, so the same paths
-    groups = [batches] if bk is not None and client is None else [[t] for t in batches]
-    sizes = [[size for size, _ in group] for group in groups]
-    seeds = [[task_seed for _, task_seed in group] for group in groups]
-    g = len(groups)
+    sizes, seeds = _task_groups(n_paths, chains_per_task, seed, bk, client)
+    g = len(sizes)
     parts = map_tasks(_sde_task, [V0] * g, [activation] * g, [drift_params] * g, [dt] * g,
                       [steps] * g, [scheme] * g, [save_every] * g, [explode_at] * g, sizes,
                       seeds, [progress and g == 1] * g, [bk] * g, [on_device] * g,
