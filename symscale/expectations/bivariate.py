@@ -84,7 +84,9 @@ def bivariate_normal_cdf(a, b, rho):
     Owen's (1956) formula :math:`\Phi_2 = \tfrac12[\Phi(a)+\Phi(b)] - T(a, a_a) - T(b, a_b) -
     \beta` with :math:`a_a = (b-\rho a)/(a\sqrt{1-\rho^2})`, Owen's T from
     :func:`scipy.special.owens_t` (absolute error about 1e-16); ``rho = +-1`` and infinite
-    ``a``, ``b`` use their limits. Vectorized with broadcasting.
+    ``a``, ``b`` use their limits. Vectorized with broadcasting. The result is clipped to
+    ``[0, 1]``: in far tails the formula's cancellation can leave ``-3e-17`` where the
+    probability is ``1e-52`` (within its absolute error, but not a probability).
 
     Examples
     --------
@@ -104,6 +106,7 @@ def bivariate_normal_cdf(a, b, rho):
         _put(out, np.isinf(a) | np.isinf(b),
              lambda a, b: np.where((a == -np.inf) | (b == -np.inf), 0.0,
                                    sps.ndtr(np.minimum(a, b))), a, b)
+        np.clip(out, 0.0, 1.0, out=out)
     return out[()]
 
 

@@ -316,6 +316,21 @@ def test_bivariate_normal_cdf_owen_t_against_mpmath(a, b, rho):
     assert abs(bivariate_normal_cdf(b, a, rho) - ref) < 1e-14  # symmetric
 
 
+@pytest.mark.parametrize("a,b,rho", [(-5.8553328440, -1.5501922168, -0.9999999026184273),
+                                     (-2.0503268821, -0.3668159098, -0.9999999177866266),
+                                     (-0.8722695044, -6.2438198387, -0.7788560133)])
+def test_bivariate_normal_cdf_is_a_probability_in_far_tails(a, b, rho):
+    """Owen's formula cancels in far tails (true values 1e-52 to 1e-30 here, where it gave
+    -3e-17 to -6e-17): the result is clipped to [0, 1], still within 1e-16 of the truth."""
+    for x, y in ((a, b), (b, a)):
+        got = float(bivariate_normal_cdf(x, y, rho))
+        assert 0.0 <= got < 1e-16
+    grid = np.random.default_rng(0).uniform(-8, 8, (2, 4000))
+    r = np.random.default_rng(1).uniform(-1, 1, 4000)
+    vals = bivariate_normal_cdf(grid[0], grid[1], r)
+    assert np.all((vals >= 0) & (vals <= 1))
+
+
 def test_bivariate_normal_cdf_symbolic():
     a, b, r = sp.symbols("a b rho", real=True)
     F = BivariateNormalCDF(a, b, r)
