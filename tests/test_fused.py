@@ -68,6 +68,35 @@ def test_deep_ntk_equals_numpy_bit_for_bit(spy):
     assert spy["small_angle_layer"] > 5000
 
 
+def test_deep_ntk_switching_between_numpy_and_fused_mid_run(spy, monkeypatch):
+    """The compiled layer keeps half angles (it doubles as it reads them): a run whose layers
+    alternate between it and numpy every 64 layers, as when the kernels load mid-run, gives
+    numpy's values and angles bit for bit at every depth, including depths reached by either."""
+    from symscale.deep_ntk import depth as depth_module
+
+    rng = np.random.default_rng(7)
+    rho = np.concatenate([rng.uniform(-1, 1, 200), [1.0, -1.0, 0.999999]])
+    depths = (1, 3, 64, 100, 128, 200, 700, 1500)
+
+    def run():
+        return [(v.copy(), t.copy()) for v, t in
+                depth_module._float_ntk_path(rho.copy(), depths, 0.0, 1.0)]
+
+    with fused.disabled():
+        want = run()
+    real, asked = fused.kernel, []
+
+    def every_other(name):
+        asked.append(name)
+        return real(name) if len(asked) % 2 else None
+
+    monkeypatch.setattr(fused, "kernel", every_other)
+    got = run()
+    assert len(asked) > 10 and spy["small_angle_layer"] > 300
+    for (gv, gt), (wv, wt) in zip(got, want, strict=True):
+        assert np.array_equal(gv, wv) and np.array_equal(gt, wt)
+
+
 def test_kernels_load_once_the_numpy_time_repays_them(monkeypatch):
     monkeypatch.setattr(fused, "_COMPILED", {})
     monkeypatch.setitem(fused._STATE, "spent", 0.0)

@@ -221,11 +221,14 @@ def _float_ntk_path(r, depths, a, b, half_sin=None, half_cos=None):
     S = fast = None
     # (1 - kappa_1)/2 = S - (c/2) t^3 (1/3 - t^2/30 + ...): Horner in t^2
     coeffs = 0.5 * c * np.array(_G_COEFFS)
+    padded = (*coeffs, c)  # the compiled layer's arguments: always five coefficients
     wanted = iter(depths)
     target = next(wanted)
+    halved = False  # whether theta holds half angles (the compiled layer doubles as it reads)
     for h in range(depths[-1] + 1):
         if h == target:  # h layers done
-            yield (ntk / (h + 1)).reshape(shape), theta.reshape(shape).copy()
+            yield (ntk / (h + 1)).reshape(shape), (2.0 * theta if halved else
+                                                    theta.copy()).reshape(shape)
             target = next(wanted, None)
             if target is None:
                 return
@@ -245,14 +248,20 @@ def _float_ntk_path(r, depths, a, b, half_sin=None, half_cos=None):
             S = half_sin * half_sin
             fast = fused.kernel("small_angle_layer")
         if h % 64 == 0:  # the angles only shrink: fewer series terms as the depth grows
-            terms = _series_terms(float(theta.max()), c)
+            terms = _series_terms(float(theta.max()) * (2.0 if halved else 1.0), c)
             coeffs = 0.5 * c * np.array(_G_COEFFS[:terms])
             fast = fused.kernel("small_angle_layer")  # compiled once the process has repaid it
+            padded = (*coeffs, *[0.0] * (len(_G_COEFFS) - terms), c)
         if fast is not None:  # the same operations in one compiled loop
-            fast(theta, S, ntk, *coeffs, *[0.0] * (len(_G_COEFFS) - len(coeffs)), c)
-        else:
-            with fused.charged():
-                _small_angle_numpy(theta, S, ntk, t2, acc, coeffs, c)
+            fast(theta, S, ntk, *padded, 2.0 if halved else 1.0)
+            np.arcsin(theta, out=theta)
+            halved = True
+            continue
+        if halved:
+            theta *= 2.0
+            halved = False
+        with fused.charged():
+            _small_angle_numpy(theta, S, ntk, t2, acc, coeffs, c)
         np.arcsin(theta, out=theta)
         theta *= 2.0
 
