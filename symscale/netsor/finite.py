@@ -226,20 +226,20 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
         key = seed_int(seed)
 
     def one(i):
-        rng = np.random.default_rng(seeds[i])
-
         def gram(node, h):  # each Gram as soon as its vector exists: errors in order
             with np.errstate(over="ignore", invalid="ignore"):
                 grams[node][i] = to_numpy(h.T @ h) / dims[node] if bk else h.T @ h / dims[node]
             nonfinite(node, "the empirical Gram h^T h / width", grams[node][i], dims[node])
 
-        if method == "conditional":
-            net = _conditional_network(G, order, par, data, dims, rng, on_vector=gram)
-        elif on_device:
+        if on_device:  # no host generator: the draws are the device's, from (seed, i)
             net = _device_network(G, order, par, dims, input_dims, plan, bk, key, i)
             net = net._forward(data, gram, bk)
+        elif method == "conditional":
+            net = _conditional_network(G, order, par, data, dims,
+                                       np.random.default_rng(seeds[i]), on_vector=gram)
         else:
-            net = _sample(G, order, par, dims, shapes, input_dims, rng)._forward(data, gram, bk)
+            net = _sample(G, order, par, dims, shapes, input_dims,
+                          np.random.default_rng(seeds[i]))._forward(data, gram, bk)
         for o in outs:
             outputs[i, :, cols[o]] = to_numpy(net.outputs[o]).T if bk else net.outputs[o].T
         for k in scalars:
