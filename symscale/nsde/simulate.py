@@ -327,6 +327,15 @@ def _task_groups(n, chains_per_task, seed, bk, client):
             [[task_seed for _, task_seed in group] for group in groups])
 
 
+def _task_draws(live, ends, draw, concat):
+    """The draws of a lockstep group, task after task: ``draw(t, k)`` gives task ``t``'s draws
+    for its ``k`` live members (from its own stream), joined with ``concat``; ``live`` is a
+    host bool array over all members and ``ends`` the tasks' cumulative sizes."""
+    parts = [draw(t, int(np.count_nonzero(live[lo:hi])))
+             for t, (lo, hi) in enumerate(zip(np.r_[0, ends[:-1]], ends))]
+    return parts[0] if len(parts) == 1 else concat(parts, axis=0)
+
+
 def _chain_task(V0, phi, c, n, depth, sizes, seeds, save_every, progress, bk=None,
                 on_device=False):
     """The chains of :func:`finite_width_chain` for tasks of ``sizes`` chains drawn from
@@ -354,12 +363,9 @@ def _chain_task(V0, phi, c, n, depth, sizes, seeds, save_every, progress, bk=Non
     def draws(layer, count):  # the live chains' Gaussians: task by task, in chain order
         if rngs is not None and len(rngs) == 1:
             return move(rngs[0].standard_normal((count, n, P)))
-        parts = []
-        for t, (lo, hi) in enumerate(zip(ends - sizes, ends)):
-            k = int(np.count_nonzero(~bad[lo:hi]))
-            parts.append(bk.standard_normal((k, n, P), keys[t], layer) if on_device
-                         else move(rngs[t].standard_normal((k, n, P))))
-        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+        return _task_draws(~bad, ends, lambda t, k: (
+            bk.standard_normal((k, n, P), keys[t], layer) if on_device
+            else move(rngs[t].standard_normal((k, n, P)))), xp.concat)
 
     for layer in tqdm(range(depth), disable=not progress, desc="layers"):
         live = np.flatnonzero(~bad)
@@ -667,12 +673,9 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
     def draws(live, step):  # each task's draws for its live paths, in path order
         if on_device:
             return _device_draws(live, step)
-        parts = []
-        for rng, lo, hi in zip(rngs, ends - sizes, ends):
-            k = int(np.count_nonzero(live[lo:hi]))
-            parts.append(rng.standard_normal((k, P, P)) if scheme == "euler"
-                         else _wishart_unit(rng, k, P, m))
-        got = np.concatenate(parts)
+        got = _task_draws(live, ends, lambda t, k: (
+            rngs[t].standard_normal((k, P, P)) if scheme == "euler"
+            else _wishart_unit(rngs[t], k, P, m)), np.concatenate)
         if got.shape[0] == n_paths:
             return move(got)
         full = np.zeros((n_paths, P, P))  # frozen paths: any value, their step is discarded
@@ -680,15 +683,13 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
         return move(full)
 
     def _device_draws(live, step):
-        parts = []
-        for key, lo, hi in zip(keys, ends - sizes, ends):
-            k = int(np.count_nonzero(live[lo:hi]))
+        def draw(t, k):
             if scheme == "euler":
-                parts.append(bk.standard_normal((k, P, P), key, step))
-            else:  # Wishart_m(I) / m = G G^T / m, G with m iid normal columns
-                G = bk.standard_normal((k, P, m), key, step)
-                parts.append(G @ xp.swapaxes(G, -1, -2) / m)
-        got = parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+                return bk.standard_normal((k, P, P), keys[t], step)
+            G = bk.standard_normal((k, P, m), keys[t], step)  # Wishart_m(I)/m = G G^T / m
+            return G @ xp.swapaxes(G, -1, -2) / m
+
+        got = _task_draws(live, ends, draw, xp.concat)
         if got.shape[0] == n_paths:
             return got
         full = move(np.zeros((n_paths, P, P)))  # frozen paths: as above
