@@ -78,3 +78,39 @@ def test_gaussian_step_dispatches_relu_on_the_family():
         ss.unregister_activation("user_relu_step")
     assert flops == flops_ref == 60 * 3
     assert np.array_equal(got.mean, ref.mean) and np.array_equal(got.full[2], ref.full[2])
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_matrix_pair_terms_equal_their_elementwise_sum(batch, monkeypatch):
+    """Terms that are two matrices sharing one neuron axis are summed as stacked products
+    (one per shared axis); the result equals the term-by-term elementwise sum, for every
+    shared axis, both slot orders, coefficients or none, a lone pair left elementwise, and
+    a shared-in-the-stack matrix, over output row blocks of several rows."""
+    import symscale.cumulants.nonlinear as nl
+
+    rng = np.random.default_rng(11)
+    n = 7
+
+    def mat(shared=False):
+        return rng.standard_normal((n, n) if shared else batch + (n, n))
+
+    terms = [(None, [(mat(), (1, 2)), (mat(), (0, 2))]),   # shared 2
+             (1.5, [(mat(), (0, 2)), (mat(), (1, 2))]),
+             (-0.5, [(mat(), (0, 1)), (mat(), (1, 2))]),   # shared 1
+             (None, [(mat(), (1, 2)), (mat(True), (0, 1))]),
+             (2.0, [(mat(), (0, 1)), (mat(), (0, 2))]),    # shared 0
+             (None, [(mat(), (0, 2)), (mat(), (0, 1))]),
+             (None, [(mat(), (0, 1)), (mat(), (0, 1))]),   # two shared axes: elementwise
+             (0.25, [(rng.standard_normal(batch + (n,)), (0,)),
+                     (rng.standard_normal(batch + (n, n, n)), (0, 1, 2))])]
+    pairs, rest = nl._matrix_pairs(terms, n, 3, batch)
+    assert sorted(pairs) == [0, 1, 2] and len(rest) == 2
+    monkeypatch.setattr(nl, "_BLOCK_ENTRIES", 3 * n * n * int(np.prod(batch)))  # 3 rows a block
+    got = nl._sum_of_products(terms, n, 3, batch)
+    monkeypatch.setattr(nl, "_matrix_pairs", lambda terms, n, m, batch: ({}, terms))
+    want = nl._sum_of_products(terms, n, 3, batch)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
+    # a lone pair on its shared axis stays elementwise
+    lone = [(None, [(mat(), (1, 2)), (mat(), (0, 2))]), (None, [(mat(), (0, 1)), (mat(), (0, 2))])]
+    pairs, rest = nl._matrix_pairs(lone, n, 3, batch)
+    assert pairs == {} and len(rest) == 2
