@@ -389,9 +389,10 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     """
     if variant != "basic":
         raise ValueError(f"factored=True with K=4 supports variant='basic' only, got "
-                         f"{variant!r}: augmented K = 4 (dense) loses to basic from depth 3, "
-                         "and so does the part a factored state could keep (measured: "
-                         "docs/cumulants.md)")
+                         f"{variant!r}: a factored augmented K = 4 is not built yet (what it "
+                         "could keep loses to basic at widths <= 32 from depth 3 and wins at "
+                         "width 96, measured: docs/cumulants.md); dense "
+                         "propagate(K=4, variant='augmented') runs at small widths")
     move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     L = mlp.depth
