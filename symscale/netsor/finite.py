@@ -150,8 +150,8 @@ def run_finite(program, X, width: int, n_networks: int, seed: int = 0, *,
         Where the forward passes run (:func:`symscale.arrays.backend`; float64): numpy, torch
         or jax, any device, with the explicit sampler (the conditional one runs on numpy
         only); the weights are numpy's draws (unless ``draws="device"``), so the outputs and
-        Grams equal numpy's to round-off. Multi-argument nonlinearities are evaluated on the host. The result holds
-        numpy arrays.
+        Grams equal numpy's to round-off. Multi-argument nonlinearities are evaluated on the
+        host. The result holds numpy arrays.
     draws : {"host", "device"}, keyword-only
         ``"device"`` draws network i's Gaussian matrices on the backend's device with its own
         generator, from ``(seed, i)`` (:meth:`symscale.arrays.Backend.standard_normal`): no

@@ -670,30 +670,23 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
     def mask(a, *axes):  # a host bool array on the device, broadcastable over ``axes``
         return xp.reshape(move(a.astype(np.float64)) > 0, (n_paths,) + (1,) * len(axes))
 
-    def draws(live, step):  # each task's draws for its live paths, in path order
-        if on_device:
-            return _device_draws(live, step)
-        got = _task_draws(live, ends, lambda t, k: (
-            rngs[t].standard_normal((k, P, P)) if scheme == "euler"
-            else _wishart_unit(rngs[t], k, P, m)), np.concatenate)
-        if got.shape[0] == n_paths:
-            return move(got)
-        full = np.zeros((n_paths, P, P))  # frozen paths: any value, their step is discarded
-        full[live] = got
-        return move(full)
+    def host_draw(t, k):
+        return (rngs[t].standard_normal((k, P, P)) if scheme == "euler"
+                else _wishart_unit(rngs[t], k, P, m))
 
-    def _device_draws(live, step):
-        def draw(t, k):
-            if scheme == "euler":
-                return bk.standard_normal((k, P, P), keys[t], step)
-            G = bk.standard_normal((k, P, m), keys[t], step)  # Wishart_m(I)/m = G G^T / m
-            return G @ xp.swapaxes(G, -1, -2) / m
+    def device_draw(t, k):
+        if scheme == "euler":
+            return bk.standard_normal((k, P, P), keys[t], step)
+        G = bk.standard_normal((k, P, m), keys[t], step)  # Wishart_m(I)/m = G G^T / m
+        return G @ xp.swapaxes(G, -1, -2) / m
 
-        got = _task_draws(live, ends, draw, xp.concat)
+    def draws(live):  # each task's draws for its live paths, in path order, where V lives
+        got = (_task_draws(live, ends, device_draw, xp.concat) if on_device
+               else move(_task_draws(live, ends, host_draw, np.concatenate)))
         if got.shape[0] == n_paths:
             return got
-        full = move(np.zeros((n_paths, P, P)))  # frozen paths: as above
-        return _put_rows(full, np.flatnonzero(live), got)
+        # frozen paths: any value, their step is discarded
+        return _put_rows(move(np.zeros((n_paths, P, P))), np.flatnonzero(live), got)
 
     for step in tqdm(range(steps + 1), disable=not progress, desc="steps"):
         live = ~(exploded | left)
@@ -727,11 +720,11 @@ def _sde_task(V0, activation, drift_params, dt, steps, scheme, save_every, explo
             S = psd_sqrt_from_eigh(w, U, peak)
             drift_dt = b(V) * dt
             if scheme == "euler":
-                G = draws(live, step)
+                G = draws(live)
                 dW = (G + xp.swapaxes(G, -1, -2)) * math.sqrt(dt / 2)
                 Vn = V + drift_dt + S @ dW @ S
             else:
-                Vn = S @ draws(live, step) @ S + drift_dt
+                Vn = S @ draws(live) @ S + drift_dt
             Vn = (Vn + xp.swapaxes(Vn, -1, -2)) / 2
             finite = _finite_paths(Vn) & _host_bool(xp.max(xp.abs(Vn), axis=(1, 2)) < limit)
         exploded |= live & ~finite
