@@ -286,17 +286,21 @@ def _inside(a, b, slack: float = 1.0) -> bool:
             and a.y1 <= b.y1 + slack)
 
 
-def _check_overlaps(fig, where):
-    """No panel's labels, ticks or legend reach into another panel (rule (e)); returns the
-    renderer of the layout it checked."""
-    canvas = fig.canvas
-    if not hasattr(canvas, "get_renderer"):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
+def _agg_canvas(fig):
+    """The figure's Agg canvas (every raster backend's canvas is one), or a new one."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-        canvas = FigureCanvasAgg(fig)
-    # the layout and every text extent, without rasterizing (half the cost of a draw)
-    fig.draw_without_rendering()
-    renderer = canvas.get_renderer()
+    return fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+
+
+def _check_overlaps(fig, where, renderer=None):
+    """No panel's labels, ticks or legend reach into another panel (rule (e)); returns the
+    renderer of the layout it checked (``renderer``: of a layout already drawn)."""
+    if renderer is None:
+        canvas = _agg_canvas(fig)
+        # the layout and every text extent, without rasterizing
+        fig.draw_without_rendering()
+        renderer = canvas.get_renderer()
     panels = [(i, ax, ax.get_window_extent(renderer), ax.get_tightbbox(renderer))
               for i, ax in enumerate(fig.axes) if ax.get_visible()]
     for a, (i, ax_i, box_i, tight_i) in enumerate(panels):
@@ -345,12 +349,53 @@ def lint_figure(fig, where: str = "figure") -> None:
 
 
 def _lint_figure(fig, where):
-    """:func:`lint_figure`, returning the renderer of the layout it checked."""
+    _labels_and_colorbars(fig, where)
+    _check_overlaps(fig, where)
+
+
+def _labels_and_colorbars(fig, where):
+    """The checks of :func:`lint_figure` that need no layout."""
     for what, text in _figure_labels(fig):
         lint_label(text, f"{where}, {what}")
     _check_colorbars(fig, where)
-    return _check_overlaps(fig, where)
 
+
+def _save_tight(fig, canvas, path, dpi):
+    """Write the drawn canvas as PNG, cropped to the tight box padded by
+    ``savefig.pad_inches`` and rounded outward to whole pixels: the image
+    ``savefig(bbox_inches=<that box>)`` makes, without drawing the figure again.
+
+    Padding that reaches past the canvas is filled with the figure's face colour, as savefig
+    paints it; content that reaches past the canvas (a legend placed outside the figure) was
+    not drawn, so that figure is saved by savefig with the box instead."""
+    import math
+
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib.colors import to_rgba
+    from matplotlib.image import imsave
+    from matplotlib.transforms import Bbox
+
+    content = fig.get_tightbbox(canvas.get_renderer())  # inches
+    pad = mpl.rcParams["savefig.pad_inches"]
+    left, bottom = (math.floor((v - pad) * dpi) for v in (content.x0, content.y0))
+    right, top = (math.ceil((v + pad) * dpi) for v in (content.x1, content.y1))
+    image = np.asarray(canvas.buffer_rgba())
+    height, width = image.shape[:2]
+    if min(content.x0, content.y0) < 0 or content.x1 * dpi > width or content.y1 * dpi > height:
+        with mpl.rc_context({"figure.autolayout": False,
+                             "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)  # keep the checked layout (None: no placeholder)
+        fig.savefig(path, dpi=dpi, bbox_inches=Bbox.from_extents(
+            left / dpi, bottom / dpi, right / dpi, top / dpi))
+        return
+    out = np.empty((top - bottom, right - left, 4), np.uint8)
+    out[...] = np.round(np.array(to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+    r0, c0 = height - top, left  # buffer rows count from the top, the box's from the bottom
+    rs = slice(max(r0, 0), min(height - bottom, height))
+    cs = slice(max(c0, 0), min(right, width))
+    out[rs.start - r0:rs.stop - r0, cs.start - c0:cs.stop - c0] = image[rs, cs]
+    imsave(path, out, format="png", dpi=dpi)
 
 
 _DPI = 110  # of the saved figures
@@ -437,21 +482,20 @@ class Section:
         """
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"figure name must be a plain file name, got {name!r}")
-        import matplotlib as mpl
-
-        fig.set_dpi(_DPI)  # lay out once, at the resolution it is saved in
-        renderer = _lint_figure(fig, f"figure {name!r}")
+        where = f"figure {name!r}"
+        _labels_and_colorbars(fig, where)
         if caption:
             lint_text(caption, f"caption of figure {name!r}")
+        fig.set_dpi(_DPI)
+        # one draw, at the saved resolution, serves the overlap check and the image:
+        # savefig(bbox_inches="tight") would lay the figure out twice more and draw again
+        canvas = _agg_canvas(fig)
+        canvas.draw()
+        _check_overlaps(fig, where, canvas.get_renderer())
         folder = self.report.out / "figures"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.png"
-        # savefig(bbox_inches="tight") would lay the figure out twice more: the lint's layout
-        # is final (same dpi), so freeze it and pass its tight box (the same image, ~2x faster)
-        box = fig.get_tightbbox(renderer).padded(mpl.rcParams["savefig.pad_inches"])
-        with mpl.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
-            fig.set_layout_engine(None)  # None, not "none": a placeholder engine would redraw
-        fig.savefig(path, dpi=_DPI, bbox_inches=box)
+        _save_tight(fig, canvas, path, _DPI)
         import matplotlib.pyplot as plt
 
         plt.close(fig)

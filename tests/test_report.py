@@ -205,19 +205,64 @@ def _panels_with_colorbar(layout):
     return fig
 
 
+def _whole_pixel_tight_box(fig, dpi=110):
+    """The tight box padded by savefig.pad_inches, rounded outward to whole pixels (inches)."""
+    import math
+
+    from matplotlib.transforms import Bbox
+
+    fig.set_dpi(dpi)
+    fig.draw_without_rendering()
+    c = fig.get_tightbbox(fig.canvas.get_renderer())
+    pad = plt.rcParams["savefig.pad_inches"]
+    return Bbox.from_extents(math.floor((c.x0 - pad) * dpi) / dpi,
+                             math.floor((c.y0 - pad) * dpi) / dpi,
+                             math.ceil((c.x1 + pad) * dpi) / dpi,
+                             math.ceil((c.y1 + pad) * dpi) / dpi)
+
+
 @pytest.mark.parametrize("layout", ["constrained", "tight", None])
-def test_saved_figure_is_what_a_tight_savefig_gives(tmp_path, layout):
-    """The section lays the figure out once (the lint) and saves that layout with its tight
-    box; the image must be the one savefig(bbox_inches="tight") makes of the same figure."""
+def test_saved_figure_is_savefig_of_the_whole_pixel_tight_box(tmp_path, layout):
+    """The section draws the figure once and crops that drawing to its tight box, rounded
+    outward to whole pixels; the image must be what savefig makes of the same figure with
+    that box (the constrained layout's box reaches past the canvas: face-colour padding)."""
     path = Report(tmp_path).section("Figures").figure(_panels_with_colorbar(layout), "two")
     fig = _panels_with_colorbar(layout)
-    fig.savefig(tmp_path / "reference.png", dpi=110, bbox_inches="tight")
+    box = _whole_pixel_tight_box(fig)
+    fig.set_layout_engine(None)  # savefig must not lay the figure out again
+    fig.savefig(tmp_path / "reference.png", dpi=110, bbox_inches=box)
     plt.close(fig)
     ours, ref = plt.imread(path), plt.imread(tmp_path / "reference.png")
     assert ours.shape == ref.shape
     # 8-bit images: anti-aliasing may differ by one level at a few pixels, a shifted panel
     # or a cropped label differs by far more
     assert abs(ours - ref).max() <= 2 / 255
+    # and it is savefig(bbox_inches="tight") up to the rounding of the box to whole pixels
+    fig = _panels_with_colorbar(layout)
+    fig.savefig(tmp_path / "tight.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    tight = plt.imread(tmp_path / "tight.png")
+    assert all(0 <= a - b <= 2 for a, b in zip(ours.shape[:2], tight.shape[:2]))
+
+
+def test_figure_with_content_outside_the_canvas_keeps_it(tmp_path):
+    """A legend placed right of the axes was never drawn on the canvas; the saved image must
+    still hold it (savefig of the box), as wide as the tight box says."""
+    def figure():
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot([1, 2, 3], [1, 4, 9], label="a long legend entry")
+        ax.set(xlabel="$x$", ylabel="value")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        return fig
+
+    path = Report(tmp_path).section("Figures").figure(figure(), "outside")
+    fig = figure()
+    box = _whole_pixel_tight_box(fig)
+    assert box.x1 * 110 > 4 * 110 + 20  # the premise: the legend reaches past the canvas
+    fig.savefig(tmp_path / "reference.png", dpi=110, bbox_inches=box)
+    plt.close(fig)
+    ours, ref = plt.imread(path), plt.imread(tmp_path / "reference.png")
+    assert ours.shape == ref.shape and abs(ours - ref).max() <= 2 / 255
 
 
 @pytest.mark.parametrize("name", ["sub/fig", "../escape", "/abs", "a\\b", "with space", ""])
