@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from scipy.linalg.blas import dgemm  # loaded with symscale: its pool is limited with numpy's
 
 from ._deprecation import reordered_arguments, std_to_var
 from .activations import Activation, as_activation
@@ -52,7 +53,7 @@ from .netsor.network import sample_network, width_names
 from .netsor.program import Program
 from .validation import check_array, check_bool, check_int, check_real
 from .display import ResultDisplay
-from .linalg import single_blas_thread
+from .linalg import THREADED_WORK, single_blas_thread
 
 __all__ = ["NTKMLP", "TrainingRun", "FeatureMovement", "train_gd", "feature_movement",
            "linearized_movement", "model_ntk"]
@@ -164,7 +165,17 @@ class NTKMLP:
         out = p.readout(h, var=1.0)
         net = sample_network(p, width, seed, parameterization="ntk", input_dim=d_in)
         weights = tuple(net.params[k] for k in width_names(net.graph))
-        return cls(weights, net.params[out][0], act, weight_var=weight_var)
+        return cls._owned(weights, net.params[out][0], act, weight_var)
+
+    @classmethod
+    def _owned(cls, weights, readout, activation: Activation, weight_var: float) -> NTKMLP:
+        """A model of arrays this module made (float64, chained shapes, finite), neither
+        copied nor checked again: a fresh array at width 2048 costs a page-in per MB."""
+        model = object.__new__(cls)
+        for name, value in (("weights", tuple(weights)), ("readout", readout),
+                            ("activation", activation), ("weight_var", weight_var)):
+            object.__setattr__(model, name, value)
+        return model
 
     depth = property(lambda self: len(self.weights), doc="Number of hidden layers L.")
     d_in = property(lambda self: self.weights[0].shape[1], doc="Input dimension.")
@@ -176,7 +187,8 @@ class NTKMLP:
                         doc="Total number of scalar parameters.")
 
     def with_params(self, params) -> NTKMLP:
-        """The same architecture with new parameters ``(W^1, ..., W^L, w)`` (not copied)."""
+        """The same architecture with new parameters ``(W^1, ..., W^L, w)`` (checked and copied,
+        as by the constructor)."""
         params = tuple(params)
         if len(params) != self.depth + 1:
             raise ValueError(f"params must hold {self.depth + 1} arrays, got {len(params)}")
@@ -418,13 +430,14 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
     track_features = check_bool(track_features, "track_features")
     recorded = set(times.tolist())
     # private copies, updated in place: a step allocates no new parameter arrays
-    work = model.with_params([p.copy() for p in model.params])
-    buffers = [np.empty_like(W) for W in work.weights]  # the gradient products, reused
+    work = NTKMLP._owned([W.copy() for W in model.weights], model.readout.copy(),
+                         model.activation, model.weight_var)
     keep = len(times) * (X if X_eval is None else X_eval).shape[0] * work.widths[-1] * 8
     keep = track_features and keep < _FEATURE_BYTES
     h0, rows, losses, features = None, [], [], []
     # many small products: one BLAS thread (default pools: 8x the CPU at depth 2, width 512)
     product = X.shape[0] * max(W.size for W in work.weights)
+    update = _gemm_update if product < THREADED_WORK else _numpy_update(work.weights)
     with np.errstate(over="ignore", invalid="ignore"), single_blas_thread(product):
         for k in range(steps + 1):
             f, G, H = work._forward(X)
@@ -439,29 +452,43 @@ def train_gd(model: NTKMLP, X, Y, lr: float, steps: int, *, record_every: int = 
                 features += [H_e[-1]] if keep else []
                 losses.append(loss)
             if k < steps:
-                _gd_step(work, G, H, r, lr, buffers)
+                _gd_step(work, G, H, r, lr, update)
     return TrainingRun(work, np.array(losses), h0, np.array(features) if keep else None,
                        _movement(times, lr, rows))
 
 
-def _gd_step(model: NTKMLP, G, H, r, lr, buffers):
+def _gd_step(model: NTKMLP, G, H, r, lr, update):
     """theta <- theta - lr grad, in place; lr is folded into the (N, n) deltas before the matmul."""
     deltas = model._backward(G, r)
     step_readout = (lr / math.sqrt(model.widths[-1])) * (H[-1].T @ r)
-    for l, (W, delta, buf) in enumerate(zip(model.weights, deltas, buffers)):
-        _subtract_outer(W, (lr * model._scale(l)) * delta, H[l], buf)
+    for l, (W, delta) in enumerate(zip(model.weights, deltas)):
+        update(l, W, (lr * model._scale(l)) * delta, H[l])
     np.subtract(model.readout, step_readout, out=model.readout)  # in place (frozen dataclass)
 
 
-def _subtract_outer(W, A, B, buf):
-    """``W -= A^T B`` in place through the preallocated ``buf`` (W's shape).
+def _gemm_update(l, W, A, B):
+    """``W -= A^T B`` in place, one BLAS call that reads and writes W once (``C <- C - A^T B``
+    with ``C = W^T`` in Fortran order); numpy's product-then-subtract passes over W four times:
+    2.5-5x slower at widths 512-2048 (measured, one thread).
 
-    numpy's own BLAS only: calling scipy's BLAS between numpy's products made two OpenBLAS
-    thread pools compete for the cores (measured 5x slower on 2 cores at width 256), and a
-    reused buffer avoids paging in a fresh (n x n) temporary at every step.
-    """
-    np.matmul(A.T, B, out=buf)
-    np.subtract(W, buf, out=W)
+    Only while :func:`~symscale.linalg.single_blas_thread` holds every BLAS pool to one thread:
+    scipy's OpenBLAS is a second library, and two multi-threaded pools alternating products
+    compete for the cores (5x slower on 2 cores, measured)."""
+    out = dgemm(-1.0, B.T, A.T, beta=1.0, c=W.T, trans_b=True, overwrite_c=True)
+    if out.base is not W:  # a copy: W was not Fortran-ready (never here)
+        W[...] = out.T
+
+
+def _numpy_update(weights):
+    """``W -= A^T B`` with numpy's own BLAS through one reused buffer per layer (a fresh
+    ``(n x n)`` temporary each step pages in anew)."""
+    buffers = [np.empty_like(W) for W in weights]
+
+    def update(l, W, A, B):
+        np.matmul(A.T, B, out=buffers[l])
+        np.subtract(W, buffers[l], out=W)
+
+    return update
 
 
 def feature_movement(run: TrainingRun) -> FeatureMovement:

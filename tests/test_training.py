@@ -155,12 +155,33 @@ def test_one_step_equals_a_step_along_the_backprop_gradient(tiny):
         np.testing.assert_allclose(W, E, rtol=1e-13, atol=1e-15)
 
 
-def test_training_never_calls_scipys_blas():
+def test_scipys_blas_runs_only_while_every_blas_pool_has_one_thread(tiny, monkeypatch):
     # scipy's and numpy's OpenBLAS are separate libraries with separate thread pools:
-    # alternating them in the GD loop made them fight for the cores (5x slower on 2 cores)
-    import inspect
+    # alternating multi-threaded pools in the GD loop made them fight for the cores (5x
+    # slower on 2 cores), so scipy's in-place update runs only under single_blas_thread
+    from threadpoolctl import threadpool_info
 
-    assert "scipy.linalg" not in inspect.getsource(training)
+    model, X, Y = tiny
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append({i["filepath"]: i["num_threads"] for i in threadpool_info()
+                     if i["user_api"] == "blas"})
+        return real(*args, **kwargs)
+
+    real = training.dgemm
+    monkeypatch.setattr(training, "dgemm", spy)
+    gemm = train_gd(model, X, Y, lr=0.2, steps=3)
+    assert len(seen) == 3 * model.depth
+    assert all(pools and set(pools.values()) == {1} for pools in seen)
+    # work above THREADED_WORK keeps the default pools: numpy's BLAS only, the same steps
+    seen.clear()
+    monkeypatch.setattr(training, "THREADED_WORK", 1)
+    plain = train_gd(model, X, Y, lr=0.2, steps=3)
+    assert seen == []
+    for A, B in zip(gemm.model.params, plain.model.params):
+        np.testing.assert_allclose(A, B, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(gemm.losses, plain.losses, rtol=1e-13)
 
 
 def test_large_runs_keep_metrics_but_not_features(tiny, monkeypatch):
