@@ -26,6 +26,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -744,8 +745,12 @@ def _rebuild(parent: "Formula", method: str, args: tuple, kwargs: dict) -> "Form
 SIMPLIFY_MAX_OPS = 150
 
 
+@functools.lru_cache(maxsize=256)
 def _canonical(expr):
-    """The simpler of ``expr`` and ``sympy.simplify(expr)``, bounded by SIMPLIFY_MAX_OPS."""
+    """The simpler of ``expr`` and ``sympy.simplify(expr)``, bounded by SIMPLIFY_MAX_OPS.
+
+    Cached by expression: different Formulas (a kernel and its check, one formula per
+    script of a report) often hold the same one, and ``simplify`` takes up to a second."""
     n = sp.count_ops(expr)
     # Meijer-G: simplify tries hyperexpansions that can run for minutes
     if n > SIMPLIFY_MAX_OPS or expr.has(sp.meijerg):

@@ -69,6 +69,17 @@ def test_canonical_is_bounded():
     assert small.canonical() == 1
 
 
+def test_canonical_simplifies_an_expression_once_across_formulas(monkeypatch):
+    # a report holds the same expression in several Formulas (simplify: up to a second each)
+    x = sp.Symbol("x_probe_of_the_canonical_cache", positive=True)
+    expr = (x ** 2 - 1) / (x - 1) + sp.sin(x) ** 2 + sp.cos(x) ** 2
+    calls, real = [], sp.simplify
+    monkeypatch.setattr(sp, "simplify", lambda e, *a, **k: calls.append(e) or real(e, *a, **k))
+    first = Formula(expr, [x], name="a").canonical()
+    second = Formula(expr, [x], name="b").canonical()
+    assert first == second == x + 2 and len(calls) == 1
+
+
 def test_numbers_exact_and_float():
     x = sp.Symbol("x", real=True)
     f = Formula(sp.Float(0.2) * x + sp.Rational(10**1.5) * sp.sqrt(x) + sp.pi / 3, [x], name="f")
