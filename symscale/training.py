@@ -223,16 +223,23 @@ class NTKMLP:
         """Outputs, pre-activations ``[g^1..g^L]`` and activations ``[h^0 = X, h^1..h^L]``."""
         G, H = [], [X]
         for l, W in enumerate(self.weights):
-            G.append(self._scale(l) * (H[-1] @ W.T))
-            H.append(self.activation(G[-1]))
+            g = H[-1] @ W.T
+            g *= self._scale(l)  # in place: the same products, one (N, n) array fewer
+            G.append(g)
+            H.append(self.activation(g))
         return H[-1] @ self.readout / math.sqrt(self.widths[-1]), G, H
 
     def _backward(self, G, cot):
         """``d(cot . f)/dg^l`` for every layer; row i only involves input i (per-sample deltas)."""
-        delta = np.outer(cot, self.readout) / math.sqrt(self.widths[-1]) * self._prime(G[-1])
+        # in place, in the order of (a / b) * c: the same numbers without the temporaries
+        delta = np.outer(cot, self.readout)
+        delta /= math.sqrt(self.widths[-1])
+        delta *= self._prime(G[-1])
         deltas = [delta]
         for l in range(self.depth - 1, 0, -1):
-            delta = self._scale(l) * (delta @ self.weights[l]) * self._prime(G[l - 1])
+            delta = delta @ self.weights[l]
+            delta *= self._scale(l)
+            delta *= self._prime(G[l - 1])
             deltas.append(delta)
         return deltas[::-1]
 
