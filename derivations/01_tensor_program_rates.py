@@ -88,7 +88,7 @@ def run(section, quick: bool) -> None:
             sw.append(metrics.sliced_wasserstein(fin.outputs[:, :, 0], target, projections=P))
             sw_se.append(_bootstrap_se(fin.outputs[:, :, 0], target, P, seed=9000 + 10 * i + j))
             g = fin.grams[last]
-            errs = [metrics.relative_frobenius(gi, K_last) for gi in g]
+            errs = metrics.relative_frobenius(g, K_last)  # one error per network
             lln.append(float(np.mean(errs)))
             lln_se.append(float(np.std(errs, ddof=1) / np.sqrt(len(errs))))
         sw, lln = np.array(sw), np.array(lln)

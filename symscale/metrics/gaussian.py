@@ -177,31 +177,35 @@ def gaussian_w2(mean1, cov1, mean2, cov2) -> float:
     return _unscale(math.sqrt(w2sq), e, "the W2 distance of the two Gaussians")
 
 
-def relative_frobenius(K_est, K_ref) -> float:
+def relative_frobenius(K_est, K_ref):
     r"""Relative Frobenius error :math:`\|K_{\rm est}-K_{\rm ref}\|_F / \|K_{\rm ref}\|_F`.
 
     Parameters
     ----------
-    K_est, K_ref : array_like
-        Arrays of the same shape (typically kernel matrices), finite.
+    K_est : array_like
+        An array of the shape of ``K_ref`` (typically a kernel matrix), or a stack of them,
+        shape ``(..., *K_ref.shape)`` (one estimate per network, say); finite.
+    K_ref : array_like
+        The reference, finite and not zero.
 
     Returns
     -------
-    float
+    float, or ndarray of shape ``K_est.shape[:-K_ref.ndim]`` for a stack (each entry equal to
+    the error of that matrix alone, to round-off)
 
     Raises
     ------
     TypeError
         Non-numeric (text, complex, bool) arrays.
     ValueError
-        Different shapes, non-finite entries, or ``K_ref`` equal to zero.
+        Shapes that do not match, non-finite entries, or ``K_ref`` equal to zero.
     OverflowError
         The ratio exceeds the float64 range (e.g. ``K_est`` 1e200, ``K_ref`` 1e-200).
 
     Notes
     -----
-    Both norms are taken of copies divided by powers of two, so entries near 1e+-200 neither
-    overflow nor underflow when squared.
+    Both norms are taken of copies divided by powers of two (per matrix of a stack), so entries
+    near 1e+-200 neither overflow nor underflow when squared.
 
     Examples
     --------
@@ -209,11 +213,15 @@ def relative_frobenius(K_est, K_ref) -> float:
     >>> from symscale.metrics import relative_frobenius
     >>> round(relative_frobenius([[1.0, 0.3], [0.4, 1.0]], np.eye(2)), 12)   # 0.5 / sqrt(2)
     0.353553390593
+    >>> relative_frobenius([np.eye(2), 2 * np.eye(2)], np.eye(2)).tolist()   # a stack
+    [0.0, 1.0]
     """
     est = check_array(K_est, "K_est", finite=False)
     ref = check_array(K_ref, "K_ref", finite=False)
-    if est.shape != ref.shape:
-        raise ValueError(f"K_est must have the shape of K_ref {ref.shape}, got {est.shape}")
+    k = est.ndim - ref.ndim
+    if k < 0 or est.shape[k:] != ref.shape:
+        raise ValueError(f"K_est must have the shape of K_ref {ref.shape} or be a stack of "
+                         f"them, shape (..., *{ref.shape}); got {est.shape}")
     check_finite(est, "K_est")
     check_finite(ref, "K_ref")
     if not ref.any():
@@ -221,11 +229,22 @@ def relative_frobenius(K_est, K_ref) -> float:
     # both norms on copies divided by powers of two (exact), so that squares of huge or tiny
     # entries neither overflow nor underflow: ||A|| = 2**e ||A / 2**e||
     e_ref = _exponent(_max_abs(ref))
-    e_all = max(e_ref, _exponent(_max_abs(est)))
     norm_ref = float(np.linalg.norm(np.ldexp(ref, -e_ref).ravel()))
-    norm_diff = float(np.linalg.norm((np.ldexp(est, -e_all) - np.ldexp(ref, -e_all)).ravel()))
-    return _unscale(norm_diff / norm_ref, e_all - e_ref,
-                    "the relative Frobenius error of K_est against K_ref")
+    what = "the relative Frobenius error of K_est against K_ref"
+    if k == 0:
+        e_all = max(e_ref, _exponent(_max_abs(est)))
+        norm_diff = float(np.linalg.norm((np.ldexp(est, -e_all)
+                                          - np.ldexp(ref, -e_all)).ravel()))
+        return _unscale(norm_diff / norm_ref, e_all - e_ref, what)
+    flat = est.reshape(est.shape[:k] + (-1,))
+    e_all = np.maximum(e_ref, np.frexp(np.abs(flat).max(axis=-1, initial=0.0))[1])[..., None]
+    diff = np.ldexp(flat, -e_all) - np.ldexp(ref.ravel(), -e_all)
+    with np.errstate(over="ignore"):
+        out = np.ldexp(np.sqrt(np.einsum("...i,...i->...", diff, diff)) / norm_ref,
+                       e_all[..., 0] - e_ref)
+    if not np.isfinite(out).all():
+        raise OverflowError(f"{what} exceeds the float64 range")
+    return out
 
 
 def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:

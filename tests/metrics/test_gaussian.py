@@ -99,6 +99,24 @@ def test_relative_frobenius_values():
     assert relative_frobenius([3.0, 4.0], [0.0, 5.0]) == pytest.approx(math.sqrt(10) / 5)
 
 
+def test_relative_frobenius_of_a_stack_is_the_error_of_each_matrix():
+    rng = np.random.default_rng(3)
+    K = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
+    # per-matrix scales from 1e-250 to 1e250: each is rescaled by its own power of two
+    g = rng.standard_normal((2, 3, 3, 3)) * np.array([1e-250, 1.0, 1e250])[:, None, None]
+    stacked = relative_frobenius(g, K)
+    assert stacked.shape == (2, 3)
+    alone = np.array([[relative_frobenius(m, K) for m in row] for row in g])
+    np.testing.assert_allclose(stacked, alone, rtol=1e-15)
+    assert relative_frobenius(np.stack([K, K]), K).tolist() == [0.0, 0.0]
+    with pytest.raises(OverflowError, match="exceeds the float64 range"):
+        relative_frobenius(np.stack([K, 1e300 * K]), 1e-100 * K)
+    with pytest.raises(ValueError, match=r"^K_est .*\(\.\.\., \*\(3, 3\)\)"):
+        relative_frobenius(np.ones((4, 3, 2)), K)
+    with pytest.raises(ValueError, match="^K_est "):
+        relative_frobenius(np.stack([K, np.full((3, 3), np.inf)]), K)
+
+
 def test_relative_frobenius_errors():
     with pytest.raises(ValueError, match="^K_ref "):
         relative_frobenius(np.eye(2), np.zeros((2, 2)))
