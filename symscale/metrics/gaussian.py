@@ -183,8 +183,9 @@ def relative_frobenius(K_est, K_ref):
     Parameters
     ----------
     K_est : array_like
-        An array of the shape of ``K_ref`` (typically a kernel matrix), or a stack of them,
-        shape ``(..., *K_ref.shape)`` (one estimate per network, say); finite.
+        An array of the shape of ``K_ref`` (typically a kernel matrix), or, where ``K_ref`` has
+        two or more dimensions, a stack of them, shape ``(..., *K_ref.shape)`` (one estimate
+        per network, say); finite.
     K_ref : array_like
         The reference, finite and not zero.
 
@@ -219,9 +220,10 @@ def relative_frobenius(K_est, K_ref):
     est = check_array(K_est, "K_est", finite=False)
     ref = check_array(K_ref, "K_ref", finite=False)
     k = est.ndim - ref.ndim
-    if k < 0 or est.shape[k:] != ref.shape:
-        raise ValueError(f"K_est must have the shape of K_ref {ref.shape} or be a stack of "
-                         f"them, shape (..., *{ref.shape}); got {est.shape}")
+    # a stack only of matrices: a vector K_ref against a matrix K_est is a mistake, not a stack
+    if k < 0 or est.shape[k:] != ref.shape or (k and ref.ndim < 2):
+        raise ValueError(f"K_est must have the shape of K_ref {ref.shape} or, for a matrix "
+                         f"K_ref, be a stack of them, shape (..., *{ref.shape}); got {est.shape}")
     check_finite(est, "K_est")
     check_finite(ref, "K_ref")
     if not ref.any():

@@ -115,6 +115,9 @@ def test_relative_frobenius_of_a_stack_is_the_error_of_each_matrix():
         relative_frobenius(np.ones((4, 3, 2)), K)
     with pytest.raises(ValueError, match="^K_est "):
         relative_frobenius(np.stack([K, np.full((3, 3), np.inf)]), K)
+    # a vector reference is never stacked: a matrix against it is a shape mistake
+    with pytest.raises(ValueError, match="^K_est must have the shape of K_ref"):
+        relative_frobenius(np.ones((2, 2)), np.ones(2))
 
 
 def test_relative_frobenius_errors():
