@@ -294,8 +294,8 @@ def _agg_canvas(fig):
 
 
 def _check_overlaps(fig, where, renderer=None):
-    """No panel's labels, ticks or legend reach into another panel (rule (e)); returns the
-    renderer of the layout it checked (``renderer``: of a layout already drawn)."""
+    """No panel's labels, ticks or legend reach into another panel (rule (e)), on the layout
+    ``renderer`` drew, or on a fresh layout without rasterizing."""
     if renderer is None:
         canvas = _agg_canvas(fig)
         # the layout and every text extent, without rasterizing
@@ -318,7 +318,6 @@ def _check_overlaps(fig, where, renderer=None):
                     f" and axes {j} ({ax_j.get_title() or ax_j.get_ylabel()!r}) overlap by "
                     f"{w:.0f} x {h:.0f} px; call fig.tight_layout() or use "
                     "constrained_layout=True")
-    return renderer
 
 
 def lint_figure(fig, where: str = "figure") -> None:

@@ -232,12 +232,7 @@ def relative_frobenius(K_est, K_ref):
     # entries neither overflow nor underflow: ||A|| = 2**e ||A / 2**e||
     e_ref = _exponent(_max_abs(ref))
     norm_ref = float(np.linalg.norm(np.ldexp(ref, -e_ref).ravel()))
-    what = "the relative Frobenius error of K_est against K_ref"
-    if k == 0:
-        e_all = max(e_ref, _exponent(_max_abs(est)))
-        norm_diff = float(np.linalg.norm((np.ldexp(est, -e_all)
-                                          - np.ldexp(ref, -e_all)).ravel()))
-        return _unscale(norm_diff / norm_ref, e_all - e_ref, what)
+    # per matrix of a stack (one for a single K_est): its own power of two
     flat = est.reshape(est.shape[:k] + (-1,))
     e_all = np.maximum(e_ref, np.frexp(np.abs(flat).max(axis=-1, initial=0.0))[1])[..., None]
     diff = np.ldexp(flat, -e_all) - np.ldexp(ref.ravel(), -e_all)
@@ -245,8 +240,9 @@ def relative_frobenius(K_est, K_ref):
         out = np.ldexp(np.sqrt(np.einsum("...i,...i->...", diff, diff)) / norm_ref,
                        e_all[..., 0] - e_ref)
     if not np.isfinite(out).all():
-        raise OverflowError(f"{what} exceeds the float64 range")
-    return out
+        raise OverflowError("the relative Frobenius error of K_est against K_ref exceeds the "
+                            "float64 range")
+    return out if k else float(out)
 
 
 def sample_gaussian(cov, n, seed=0, mean=None, jitter=None) -> GaussianSample:
