@@ -133,6 +133,21 @@ def test_forward_matches_hand_written_numpy():
     assert mlp.forward(x[4]).shape == (2,)
 
 
+@pytest.mark.parametrize("block_bytes", [8 * 9 * 4, 8 * 9 * 5 + 1, 1 << 18])
+def test_forward_by_row_blocks_equals_the_whole_batch(monkeypatch, block_bytes):
+    # blocks of 4 and 5 rows (the widest layer has 9 units) leave a ragged last block of the
+    # 23 rows; 256 KiB is one block
+    mlp = RandomMLP.random(3, "tanh", width=9, bias_var=0.4, seed=3, input_dim=3, output_dim=2)
+    x = np.random.default_rng(0).standard_normal((23, 3))
+    monkeypatch.setattr(network, "_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(network, "_MIN_ROWS", 1)
+    for layer in (2, 4):
+        ref = _hand_forward(mlp.weights[:layer], mlp.biases[:layer], [np.tanh] * 3, x)
+        out = mlp.hidden(x, layer)
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14)
+
+
 def test_mixed_activations_from_weights():
     rng = np.random.default_rng(1)
     w = [rng.standard_normal((4, 3)), rng.standard_normal((4, 4)), rng.standard_normal((1, 4))]
