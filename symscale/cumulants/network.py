@@ -312,7 +312,7 @@ class RandomMLP:
         once."""
         widest = max([x.shape[1]] + [W.shape[0] for W in self.weights[:layer]])
         rows = max(_MIN_ROWS, _BLOCK_BYTES // (8 * widest))
-        if x.shape[0] <= rows or widest > _MAX_BLOCKED_WIDTH:
+        if layer == 0 or x.shape[0] <= rows or widest > _MAX_BLOCKED_WIDTH:
             return self._rows(x, layer)
         out = np.empty((x.shape[0], self.weights[layer - 1].shape[0]))
         for lo in range(0, x.shape[0], rows):
@@ -320,6 +320,7 @@ class RandomMLP:
         return out
 
     def _rows(self, x: np.ndarray, layer: int) -> np.ndarray:
+        """:meth:`_preactivation` of the rows ``x`` in one piece (layer 0: ``x`` itself)."""
         h = x
         for i in range(layer):
             if i > 0:

@@ -146,6 +146,7 @@ def test_forward_by_row_blocks_equals_the_whole_batch(monkeypatch, block_bytes):
         out = mlp.hidden(x, layer)
         assert out.shape == ref.shape
         np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14)
+    assert mlp._preactivation(x, 0) is x  # no layer: the inputs (dominating points ask)
 
 
 def test_mixed_activations_from_weights():
