@@ -35,7 +35,7 @@ from .tasks import usable_cores
 from .validation import check_int
 
 __all__ = ["BREAK_EVEN", "available", "charged", "disabled", "kernel", "map_blocks",
-           "threads", "warm"]
+           "parallel", "threads", "warm"]
 
 #: Seconds of numpy recursions after which a process loads the kernels: loading (importing
 #: numba, then compiling or reading numba's on-disk cache) takes 0.5-1.2 s once a process and
@@ -150,6 +150,24 @@ def threads(n: int):
     """
     with _setting("threads", check_int(n, "n", low=1)):
         yield
+
+
+def parallel() -> bool:
+    """Whether the compiled kernels are loaded and :func:`map_blocks` runs on several threads.
+
+    A caller about to run them should do its BLAS products just before on one thread
+    (:func:`symscale.linalg.single_blas_thread`): OpenBLAS's pool threads spin for a while
+    after a product, on the cores the blocks are about to need.
+
+    Examples
+    --------
+    >>> from symscale import fused
+    >>> with fused.threads(1):
+    ...     fused.parallel()
+    False
+    """
+    return (available() and bool(_COMPILED)
+            and min(usable_cores(), _STATE["threads"] or usable_cores()) > 1)
 
 
 def map_blocks(fn, blocks) -> list:

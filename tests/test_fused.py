@@ -57,6 +57,38 @@ def test_kernel_recursion_equals_numpy_bit_for_bit(spy, activation, n_threads):
     assert spy["pack_correlations"] == 2 and spy["unpack_scaled"] == 3
 
 
+def test_the_input_gram_runs_on_one_blas_thread_before_threaded_layers(spy, monkeypatch):
+    # OpenBLAS's pool threads spin after a product on the cores the layers' threads need
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from symscale.kernels import recursions
+    from symscale.tasks import usable_cores
+
+    seen = []
+    real = recursions._input_pair
+
+    def watch(*args, **kwargs):
+        seen.append({i["filepath"]: i["num_threads"] for i in threadpool_info()
+                     if i["user_api"] == "blas"})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recursions, "_input_pair", watch)
+    X, X2 = _inputs()
+    with threadpool_limits(2, user_api="blas"):
+        with fused.threads(2):
+            assert fused.parallel() == (usable_cores() > 1)
+            ss.mlp_kernels(X, 3, "relu")
+            ss.mlp_kernels(X, 3, "relu", X2=X2)
+            ss.mlp_kernels(X, 3, "tanh")  # not fused: the pools as they are
+        with fused.threads(1):
+            assert not fused.parallel()
+            ss.mlp_kernels(X, 3, "relu")
+    one = {1} if usable_cores() > 1 else {2}
+    assert [set(p.values()) for p in seen] == [one, one, {2}, {2}]
+    with fused.disabled():
+        assert not fused.parallel()
+
+
 def test_deep_ntk_equals_numpy_bit_for_bit(spy):
     rng = np.random.default_rng(5)
     rho = np.concatenate([rng.uniform(-1, 1, 300), [1.0, -1.0, 0.0, 0.999999, -0.999999]])
