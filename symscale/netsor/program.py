@@ -172,7 +172,8 @@ class Program:
         return self._add(node, None, KernelScalar(), [(h, 0), (h if h2 is None else h2, 1)])
 
     def lincomb(self, coefficients, *args: str, name: str | None = None) -> str:
-        """``sum_i c_i g_i``: one finite coefficient per argument."""
+        """``sum_i c_i g_i``: one finite coefficient per argument, zero or at least 2**-511 in
+        size (a smaller one's square underflows float64: ValueError naming it)."""
         node = self._name(name, "g")
         if isinstance(coefficients, (str, bytes)) or not np.iterable(coefficients):
             raise TypeError(f"node {node!r}: coefficients must be a sequence of real numbers, "
@@ -289,6 +290,10 @@ def _str_field(node, arg, value) -> str:
     return value
 
 
+#: The smallest nonzero |coefficient| of a LinComb: its square is a normal float64.
+_SMALLEST_COEFFICIENT = 2.0 ** -511
+
+
 def _check_op(node, op):
     """Check the arguments of ``op`` (types, finiteness, ranges); return it with normalized
     values (floats, ints, bools). Errors name the node and the argument."""
@@ -306,8 +311,16 @@ def _check_op(node, op):
                             f"{op.coefficients!r}")
         if len(op.coefficients) == 0:
             raise InvalidProgramError(f"node {node!r}: LinComb needs at least one term")
-        return dataclasses.replace(op, coefficients=tuple(
-            _real_field(node, f"coefficients[{i}]", c) for i, c in enumerate(op.coefficients)))
+        coeffs = tuple(_real_field(node, f"coefficients[{i}]", c)
+                       for i, c in enumerate(op.coefficients))
+        for i, c in enumerate(coeffs):
+            if 0 < abs(c) < _SMALLEST_COEFFICIENT:
+                # covariances carry c^2, which would underflow to 0: the infinite-width
+                # kernels would treat the term as zero while the network keeps its signs
+                raise ValueError(f"node {node!r}: coefficients[{i}] = {c!r} is nonzero but its "
+                                 f"square underflows float64 (|c| < 2**-511 = "
+                                 f"{_SMALLEST_COEFFICIENT:.3g}); rescale the program")
+        return dataclasses.replace(op, coefficients=coeffs)
     if isinstance(op, LayerNorm):
         return dataclasses.replace(op, eps=_real_field(node, "eps", op.eps, 0))
     if isinstance(op, Attention):

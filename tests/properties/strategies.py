@@ -359,7 +359,9 @@ def programs(draw, matmul: bool = True, max_ops: int = 6):
         else:
             k = draw(st.integers(1, 3))
             args = [draw(st.sampled_from(gs)) for _ in range(k)]
-            coeffs = [draw(st.floats(-1.5, 1.5)) for _ in range(k)]
+            # zero or at least 2**-511 in size: smaller ones are refused (their squares underflow)
+            coeffs = [draw(st.floats(-1.5, 1.5).filter(lambda c: c == 0 or abs(c) >= 2.0**-511))
+                      for _ in range(k)]
             if len(set(args)) == k:  # a vector fills one LinComb slot at most once here
                 gs.append(p.lincomb(coeffs, *args))
     out = draw(st.sampled_from(gs + hs))
