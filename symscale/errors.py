@@ -34,6 +34,9 @@ Warnings
     A statistic over simulated paths (:mod:`symscale.nsde`) used fewer paths than simulated.
 ``PrecisionWarning(SymscaleWarning)``
     A float64 recursion (:mod:`symscale.deep_ntk`) can no longer resolve the requested value.
+``QuadratureWarning(SymscaleWarning)``
+    A joint Gaussian quadrature (:func:`~symscale.expectations.joint_expectation`) missed its
+    tolerance within its budget; the message gives the error estimate.
 
 Invalid user arguments otherwise raise the built-in ``ValueError``/``TypeError``/``KeyError``
 (see :mod:`symscale.validation` for the policy).
@@ -51,7 +54,8 @@ import pickle
 
 __all__ = ["SymscaleError", "InvalidProgramError", "NoClosedFormError", "DomainError",
            "ExpressionError", "GroundTruthCacheError", "NotFittedError", "UnsafePickleError",
-           "SymscaleWarning", "GroundTruthCacheWarning", "PathStatisticWarning", "PrecisionWarning"]
+           "SymscaleWarning", "GroundTruthCacheWarning", "PathStatisticWarning", "PrecisionWarning",
+           "QuadratureWarning"]
 
 
 class SymscaleError(Exception):
@@ -104,3 +108,9 @@ class PathStatisticWarning(SymscaleWarning):
 
 class PrecisionWarning(SymscaleWarning):
     """The float64 recursion can no longer resolve the requested quantity."""
+
+
+class QuadratureWarning(SymscaleWarning):
+    """A quadrature rule missed its tolerance within its evaluation budget (for example a
+    kink of the integrand that no axis of the rule is aligned with); the value is returned
+    and the message gives its error estimate."""

@@ -1,10 +1,15 @@
 """Infinite vs finite width: exact recursions, Monte Carlo agreement, rates, multi-argument rules."""
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 
 import symscale as ss
 from symscale import InvalidProgramError
+from symscale.errors import QuadratureWarning
+from symscale.kernels import cross_kernel_numeric
 from symscale.netsor import (Program, attention_block, layernorm_mlp, mlp, resnet, rnn, validate,
                              run_finite, run_infinite, symbolic_kernel)
 from symscale.netsor import infinite as infinite_mod
@@ -105,12 +110,14 @@ def test_multi_argument_nonlinearity_by_quadrature_is_exact_for_polynomials():
 def test_monte_carlo_fallback_reports_standard_errors():
     p = Program()
     gs = [p.embed(weight=f"U{i}", weight_var=1.0 + i) for i in range(3)]
-    h = p.nonlin("x0 + x1 * x2", *gs)  # joint dimension 6 for (h(a), h(b)) > 4
+    # one term that no independence splits: joint dimension 6 for (h(a), h(b)) > 4
+    h = p.nonlin("tanh(x0 + x1 + x2)", *gs)
     p.readout(h)
     res = run_infinite(p, X)
     se = res.mc_stderr[(h, h)]
-    C = X @ X.T / 5
-    want = 1.0 * C + (2.0 * C) * (3.0 * C)
+    C = (1.0 + 2.0 + 3.0) * X @ X.T / 5  # the argument's covariance
+    q = np.diag(C)
+    want = ss.dual_kernel_numeric("tanh", q[:, None], C, q[None, :])
     z = (res.kernels[h] - want) / np.where(se > 0, se, 1.0)
     assert np.all(np.abs(z) <= 5) and np.all(se > 0)
     assert infinite_mod.MAX_QUADRATURE_DIM == 4
@@ -284,3 +291,107 @@ def test_rank_one_arguments_get_a_fine_rule():
                            epsabs=1e-13)[0]
     assert K[1, 1] == pytest.approx(exact, rel=1e-7)
     assert K[0, 0] == 0 and K[0, 1] == 0
+
+
+def _wide_inputs():
+    """Inputs whose embedding variances reach 10.7 (tanh of sd 3.3 is nearly a step)."""
+    return np.array([[0.0, -3.0, -4.0], [0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, -4.0, -4.0]])
+
+
+def test_one_g_variable_passed_twice_is_one_argument():
+    """tanh(x0) + x1 of one G-variable passed twice (a fresh-machine hypothesis run): the
+    48 x 48 Gauss-Hermite kernel was 0.0098 off and not PSD (eigenvalue -7.4e-4); as the
+    activation tanh(x) + x it equals the sum of tanh's dual kernel, the two tanh-identity
+    cross kernels and the covariance."""
+    Xw = _wide_inputs()
+    p = Program()
+    g = p.embed()
+    h = p.nonlin("tanh(x0) + x1", g, g)
+    p.readout(h)
+    K = run_infinite(p, Xw).kernels[h]
+    C = Xw @ Xw.T / 3
+    q = np.diag(C)
+    tanh, ident = ss.activation("tanh"), ss.activation("identity")
+    cross = cross_kernel_numeric(tanh, ident, q[:, None], C, q[None, :])
+    want = ss.dual_kernel_numeric(tanh, q[:, None], C, q[None, :]) + cross + cross.T + C
+    np.testing.assert_allclose(K, want, rtol=1e-9, atol=1e-12)
+    assert np.linalg.eigvalsh(K).min() >= -1e-12 * np.trace(K)
+
+
+def test_sums_are_integrated_term_by_term():
+    """tanh(x0) + x1 of two correlated G-variables: a 4-D integral per pair of inputs split
+    into 2-D ones, against the sum of the four cross kernels (the whole 4-D rule was 0.2 off at
+    variances near 6)."""
+    Xw = _wide_inputs()
+    p = Program()
+    g1 = p.embed(weight="U1", weight_var=1.0)
+    g2 = p.lincomb((0.6, 0.8), g1, p.embed(weight="U2", weight_var=1.5))
+    h = p.nonlin("tanh(x0) + x1", g1, g2)
+    p.readout(h)
+    res = run_infinite(p, Xw)
+    C11 = Xw @ Xw.T / 3
+    C12 = 0.6 * C11
+    C22 = 0.36 * C11 + 0.64 * 1.5 * C11
+    q1, q2 = np.diag(C11), np.diag(C22)
+    tanh, ident = ss.activation("tanh"), ss.activation("identity")
+    want = (ss.dual_kernel_numeric(tanh, q1[:, None], C11, q1[None, :])
+            + cross_kernel_numeric(tanh, ident, q1[:, None], C12, q2[None, :])
+            + cross_kernel_numeric(ident, tanh, q2[:, None], C12.T, q1[None, :]) + C22)
+    np.testing.assert_allclose(res.kernels[h], want, rtol=1e-9, atol=1e-12)
+    assert not res.mc_stderr
+
+
+def test_products_of_independent_arguments_factor():
+    """tanh(x0) x1 of two independent G-variables: E = E[tanh tanh'] E[x1 x1'], two 2-D
+    integrals, exact to the univariate engine (the 4-D rule misses 1e-10 within its budget)."""
+    Xw = _wide_inputs()
+    p = Program()
+    g1 = p.embed(weight="U1", weight_var=1.0)
+    g2 = p.embed(weight="U2", weight_var=2.0)
+    h = p.nonlin("tanh(x0) * x1", g1, g2)
+    p.readout(h)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuadratureWarning)
+        res = run_infinite(p, Xw)
+    C = Xw @ Xw.T / 3
+    q = np.diag(C)
+    want = ss.dual_kernel_numeric("tanh", q[:, None], C, q[None, :]) * (2.0 * C)
+    np.testing.assert_allclose(res.kernels[h], want, rtol=1e-10, atol=1e-13)
+
+
+def test_a_quadrature_that_misses_its_tolerance_warns_naming_the_node():
+    """|x0 - x1| of two independent G-variables has a kink that no axis of the 4-D rule
+    follows: the value comes with a QuadratureWarning naming the node and an estimate of
+    the size of its error (E|g1 - g2| = 2 sqrt(C/pi) at one input)."""
+    p = Program()
+    g1 = p.embed(weight="U1")
+    g2 = p.embed(weight="U2")
+    h = p.nonlin("Abs(x0 - x1)", g1, g2, name="kink")
+    p.readout(h)
+    X1 = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.warns(QuadratureWarning, match=r"node 'kink'.*error estimate (\S+)") as rec:
+        res = run_infinite(p, X1)
+    estimate = max(float(re.search(r"error estimate (\S+)", str(w.message)).group(1))
+                   for w in rec if issubclass(w.category, QuadratureWarning))
+    # the estimate is the last refinement's change: the size of the error, not a bound
+    # the mean: E|g1 - g2| with Var(g1 - g2) = 1 at either input
+    assert np.all(np.abs(res.means[h] - 2 / np.sqrt(2 * np.pi)) <= 2 * estimate)
+    # at two orthogonal inputs (independent arguments) the moment is E|a| E|b| = 2/pi
+    assert abs(res.kernels[h][0, 1] - 2 / np.pi) <= 2 * estimate
+
+
+def test_a_parameterized_function_of_a_wide_gaussian_meets_its_tolerance():
+    """tanh(x0) k0 with k0 = <g, g>/n stays a two-argument quadrature (x and x'): at
+    variances up to 10.7 the refined rule matches tanh's dual kernel times k(x) k(x')."""
+    Xw = _wide_inputs()
+    p = Program()
+    g = p.embed()
+    h = p.nonlin("tanh(x0) * k0", g, kernels=[p.kernel(g)])
+    p.readout(h)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuadratureWarning)
+        K = run_infinite(p, Xw).kernels[h]
+    C = Xw @ Xw.T / 3
+    q = np.diag(C)
+    want = ss.dual_kernel_numeric("tanh", q[:, None], C, q[None, :]) * np.outer(q, q)
+    np.testing.assert_allclose(K, want, rtol=1e-9, atol=1e-12)

@@ -359,6 +359,9 @@ def _assert_duplicates_equal(arr, rep, axes):
         assert np.array_equal(arr, np.take(arr, rep, axis=ax)), ax
 
 
+# the multi program's NTK integrates x0 tanh'(x1) of two correlated arguments in 4-D, which
+# misses 1e-10 within its budget (estimates ~1e-6): the rows are identical all the same
+@pytest.mark.filterwarnings("ignore::symscale.errors.QuadratureWarning")
 @pytest.mark.parametrize("name", sorted(DUPLICATE_PROGRAMS))
 @pytest.mark.parametrize("method", ["explicit", "conditional"])
 def test_duplicate_inputs_give_identical_rows_and_columns(name, method):
