@@ -89,7 +89,8 @@ def test_step_kernel_at_a_small_angle_is_within_its_conditioning():
     theta = np.arctan2(np.abs(cross), X @ X.T)  # the angle without cancellation
     exact = 0.5 - theta / (2 * np.pi)
     eps = np.finfo(float).eps
-    sin = np.where(_input_sines(X) > 0, _input_sines(X), 1.0)
+    sin = _input_sines(X)
+    sin = np.where(sin > 0, sin, 1.0)
     # the Gram's entries carry a few roundings of relative size eps, and dK/drho of the step
     # kernel is 1 / (2 pi sin theta)
     tol = 8 * eps / (2 * np.pi * sin)
