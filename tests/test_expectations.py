@@ -298,17 +298,18 @@ def test_joint_expectation_refines_until_its_tolerance():
 
 def test_joint_expectation_warns_with_an_honest_estimate_at_a_kink():
     """|z0 - z1| for independent z: the kink lies across both axes, so no tensor rule meets
-    1e-10 within the budget; the warning's estimate has the size of the error."""
+    1e-10 within the budget; the warning's estimate bounds the error (the last change alone,
+    8.2e-6, did not: the error is 2.6e-5)."""
     with pytest.warns(QuadratureWarning, match=r"entry \(0,\) \(rank 2\)") as rec:
         v, _ = joint_expectation(lambda z, idx: np.abs(z[..., 0] - z[..., 1]), np.eye(2)[None])
     estimate = float(re.search(r"error estimate (\S+)", str(rec[0].message)).group(1))
     error = abs(v[0] - 2 / math.sqrt(math.pi))
-    assert 0.5 * estimate <= error <= 2 * estimate < 1e-4
+    assert error <= estimate < 1e-2
     # an absolute tolerance above the estimate silences it (a round-off floor)
     with warnings.catch_warnings():
         warnings.simplefilter("error", QuadratureWarning)
         joint_expectation(lambda z, idx: np.abs(z[..., 0] - z[..., 1]), np.eye(2)[None],
-                          atol=1e-3)
+                          atol=2 * estimate)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [

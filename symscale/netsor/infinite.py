@@ -9,9 +9,13 @@ are functions of them. The engine computes lazily (memoized per pair of nodes):
   everything else is independent.
 * ``moment(h, h')``: ``E[Z^h(a) Z^{h'}(b)]`` for any two vectors, from the joint Gaussian of their
   parents: one argument each goes through :func:`~symscale.dual_kernel_numeric` (closed forms)
-  or :func:`~symscale.kernels.cross_kernel_numeric`; otherwise tensor Gauss-Hermite quadrature
-  when the joint dimension is at most 4, and Monte Carlo beyond (its standard error is reported
-  in :attr:`InfiniteRun.mc_stderr`).
+  or :func:`~symscale.kernels.cross_kernel_numeric` (an expression of one argument becomes an
+  activation); otherwise sums split into terms and products over independent arguments into
+  factors where the joint law exceeds two dimensions, and the rest goes to
+  :func:`~symscale.expectations.joint_expectation`: adaptive tensor quadrature to a checked
+  tolerance (:class:`~symscale.errors.QuadratureWarning` where it cannot meet it) when the
+  joint dimension is at most 4, and Monte Carlo beyond (its standard error is reported in
+  :attr:`InfiniteRun.mc_stderr`).
 * Degenerate MatMul lines (``h`` an exact linear combination of vectors the same matrix
   multiplied before: the same vector twice, ``h2 = 2 h1``, dependent inputs) are reduced to
   NonLin lines: their covariance rows are that combination of the earlier lines' rows
