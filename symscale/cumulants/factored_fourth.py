@@ -387,22 +387,26 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     runs. Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`,
     as numpy arrays; ``layers`` is empty unless ``keep_layers``.
     """
-    if variant != "basic":
-        raise ValueError(f"factored=True with K=4 supports variant='basic' only, got "
-                         f"{variant!r}: a factored augmented K = 4 is not built yet (what it "
-                         "could keep loses to basic at widths <= 32 from depth 3 and wins at "
-                         "width 96, measured: docs/cumulants.md); dense "
-                         "propagate(K=4, variant='augmented') runs at small widths")
+    if variant not in ("basic", "augmented"):
+        raise ValueError(f"factored=True with K=4 supports variant 'basic' or 'augmented', got "
+                         f"{variant!r}")
+    augmented = variant == "augmented"
+    if augmented:  # the lite augmented estimator (docs/cumulants.md)
+        from .factored_fourth_augmented import TRACK_LINEAR as track, nonlinear4_augmented
+        step = nonlinear4_augmented
+    else:
+        track, step = _TRACK4_LINEAR, _nonlinear4
     move, host = movers(backend)
     net, mlp = mlp, (mlp if isinstance(mlp, RandomMLP) else mlp[0])
     L = mlp.depth
-    c = Cumulants.standard_gaussian(mlp.input_dim, _TRACK4_LINEAR,
+    c = Cumulants.standard_gaussian(mlp.input_dim, track,
                                     None if net is mlp else len(net)).map(move)
     fourth = FactoredFourth()
     flops = 0
     layers = []
     for layer, W, b, last, mean_only in _affine_layers(net, stop, keep_last, move):
-        c, f = linear_step(c, W, b, _TRACK4_LINEAR, mean_only=mean_only)
+        # coherent placements of the kappa_5, kappa_6 slices, as dense augmented (basic has none)
+        c, f = linear_step(c, W, b, track, mean_only=mean_only, coherent_only=augmented)
         flops += f
         if not mean_only:
             fourth, f = fourth.mapped(W)
@@ -413,7 +417,7 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
             layers.append(c.map(host))
         # the last hidden layer feeds a mean-only linear step: no new fourth cumulant needed
         update = keep_last or layer < L - 1
-        c, fourth, f = _nonlinear4(c, fourth, mlp.activations[layer], update, layer + 1)
+        c, fourth, f = step(c, fourth, mlp.activations[layer], update, layer + 1)
         flops += f
     if keep_last:
         c.slices[4], f = _fourth_slices(fourth, c.n, c.mean)

@@ -1,0 +1,202 @@
+r"""Factored augmented K = 4: the "lite" augmented estimator with :math:`\kappa_4` in stacks.
+
+Dense ``propagate(K=4, variant="augmented")`` holds :math:`n^4` numbers and every pattern of
+:math:`\kappa_5`. What a factored state can carry (docs/cumulants.md, "Augmented K = 4") is the
+*lite* estimator, whose dense form is the tracking :data:`LITE` with the all-distinct
+:math:`\kappa_4` diagrams of the nonlinear step restricted to the hypertrees
+(:func:`~symscale.cumulants.factored.is_hypertree`):
+
+* cap 5; the :math:`\kappa_5` slices with at most two distinct neurons, :math:`(3,2), (4,1),
+  (5)`, and the even :math:`\kappa_6` slices :math:`(2,2,2), (4,2), (6)` are kept dense
+  (:math:`O(n^3)` at most) and go through the linear step's coherent placements, as in the
+  dense augmented estimator;
+* :math:`\kappa_3` is dense, :math:`\kappa_4` a :class:`~symscale.cumulants.factored_fourth.
+  FactoredFourth` as in factored basic K = 4;
+* every hypertree diagram on four distinct neurons other than the single :math:`\kappa_4`
+  block has a *leaf*: a neuron :math:`l` in one block only, a block on two neurons
+  :math:`\{l, m\}`. Its value is :math:`G_d[a,b,m]\,V[l,m]` with :math:`V` that leaf's matrix
+  (times the Wick coefficient at :math:`l`) and :math:`G_d` the rest of the diagram, an
+  :math:`n^3` array. Diagrams with the same leaf matrix are summed into one stack
+  :math:`(G, I, V)`; the enumerated cap-5 diagrams need four such stacks
+  (:func:`_leaf_groups`), so a layer adds five stacks of :math:`n` matrices (with the
+  repeated-neuron correction) against two for basic.
+
+Memory stays :math:`O(n^3L)` and the cost :math:`O(n^4L^2)`; the estimator equals its dense
+twin to round-off (tests/cumulants/test_factored_fourth_augmented.py).
+
+Examples
+--------
+>>> import numpy as np
+>>> from symscale.cumulants import RandomMLP, propagate
+>>> mlp = RandomMLP.random(2, width=8, seed=3)
+>>> a = propagate(mlp, K=4, variant="augmented", factored=True)
+>>> b = propagate(mlp, K=4, factored=True)
+>>> a.estimate.shape, bool(np.abs(a.estimate - b.estimate).max() > 1e-9)
+((8,), True)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..arrays import namespace
+from .diagrams import diagrams
+from .factored import _eye, _off_diagonal, is_hypertree
+from .factored_fourth import (FactoredFourth, _correction_stack, _fourth_slices, _scale211,
+                              _slice_dict)
+from .nonlinear import nonlinear_step
+from .state import Cumulants, Tracking
+
+__all__ = ["LITE", "lite_diagrams"]
+
+_SL5 = (5, ((3, 2), (4, 1), (5,)))
+_SL6 = (6, ((2, 2, 2), (4, 2), (6,)))
+#: The dense twin's tracking (docs/cumulants.md): full kappa_1..4, the kappa_5 slices with at
+#: most two distinct neurons, the even kappa_6 slices, cap 5.
+LITE = Tracking(full=(1, 2, 3, 4), slices=(_SL5, _SL6), cap=5)
+# the nonlinear step reads kappa_4 as its repeated-neuron slices (the all-distinct part is
+# built here); the linear step maps kappa_4 in stacks, so it tracks the rest only
+_TRACK = Tracking(full=(1, 2, 3), slices=((4, ((2, 1, 1), (2, 2), (3, 1), (4,))), _SL5, _SL6),
+                  cap=5)
+_TRACK_LINEAR = Tracking(full=(1, 2, 3), slices=(_SL5, _SL6), cap=5)
+
+
+def lite_diagrams():
+    """The all-distinct :math:`\\kappa_4` diagrams of the lite estimator: the hypertrees at
+    cap 5 under :data:`LITE`.
+
+    Returns
+    -------
+    tuple of Diagram
+
+    Examples
+    --------
+    >>> len(lite_diagrams())
+    245
+    """
+    return tuple(d for d in diagrams((1, 1, 1, 1), 5, LITE.allowed()) if is_hypertree(d))
+
+
+@functools.lru_cache(maxsize=None)
+def _leaf_groups():
+    """The hypertree diagrams beyond the single block, grouped by leaf matrix.
+
+    Returns ``((leaf, terms), ...)``: ``leaf = (v_l, v_m, k_l)`` names the matrix
+    :math:`V[l, m] = w^{(1)}_{k_l}[l]\\,\\kappa[l^{v_l} m^{v_m}]`; each term is
+    ``(coefficient, blocks, ks)`` with ``blocks`` the other blocks as multiplicities over the
+    named neurons ``(a, b, m)`` and ``ks`` the derivative counts at ``a, b, m``. Terms equal up
+    to swapping ``a, b`` are merged (the stack is symmetrized in ``a, b`` anyway).
+    """
+    groups: dict = {}
+    for d in lite_diagrams():
+        blocks = [v for v, mult in d.blocks for _ in range(mult)]
+        if len(blocks) == 1:
+            continue  # the single kappa_4 block: the old stacks, rescaled
+        ks = d.derivatives
+        leaves = []
+        for l in range(4):
+            own = [v for v in blocks if v[l]]
+            if len(own) == 1 and sum(1 for x in own[0] if x) == 2:
+                v = own[0]
+                m = next(i for i in range(4) if v[i] and i != l)
+                # prefer covariance leaves, then lower orders: fewer distinct leaf matrices
+                leaves.append(((v[l] + v[m], v[l], v[m], ks[l]), l, m, v))
+        if not leaves:  # pragma: no cover - every tree on four vertices has a leaf edge
+            raise RuntimeError(f"hypertree diagram {d.blocks} without a leaf")
+        (_, vl, vm, kl), l, m, leaf = min(leaves)
+        a, b = (i for i in range(4) if i not in (l, m))
+        rest = list(blocks)
+        rest.remove(leaf)
+        term = _canonical([tuple(v[i] for i in (a, b, m)) for v in rest],
+                          (ks[a], ks[b], ks[m]))
+        key = (vl, vm, kl)
+        terms = groups.setdefault(key, {})
+        terms[term] = terms.get(term, 0) + d.coefficient
+    return tuple((key, tuple((float(c), bl, ks) for (bl, ks), c in sorted(terms.items())))
+                 for key, terms in sorted(groups.items()))
+
+
+def _canonical(blocks, ks):
+    """The smaller of a term and its ``a, b`` swap (blocks sorted)."""
+    one = (tuple(sorted(blocks)), ks)
+    swapped = (tuple(sorted((v[1], v[0], v[2]) for v in blocks)), (ks[1], ks[0], ks[2]))
+    return min(one, swapped)
+
+
+_AXES = "abm"
+
+
+def _leaf_stacks(zc: Cumulants, w, n: int):
+    """The new stacks ``(G, I, V)`` of the hypertree diagrams and their FLOPs."""
+    xp = namespace(zc.mean)
+    nb = math.prod(zc.batch)
+    I = _eye(n, zc.mean)
+    stacks, flops = [], 0
+    for (vl, vm, kl), terms in _leaf_groups():
+        M, _ = zc.block((vl, vm))  # axes (l, m)
+        # covariance leaves off the diagonal, as factored basic (l != m on what is kept)
+        V = w[1, kl][..., :, None] * (_off_diagonal(M) if (vl, vm) == (1, 1) else M)
+        G = None
+        for coef, blocks, ks in terms:
+            ops, specs = [], []
+            for v in blocks:
+                arr, slots = zc.block(v)
+                ops.append(arr)
+                specs.append("..." + "".join(_AXES[s] for s in slots))
+            for s, k in enumerate(ks):
+                ops.append(w[1, k])
+                specs.append("..." + _AXES[s])
+            term = xp.einsum(",".join(specs) + "->...abm", *ops)
+            G = coef * term if G is None else G + coef * term
+            flops += nb * n**3 * (len(ops) + 1)
+        G = 0.5 * (G + G.swapaxes(-3, -2))  # FactoredFourth's G is symmetric in a, b
+        stacks.append((G, I, V))
+        flops += nb * (2 * n**3 + n * n)
+    return stacks, flops
+
+
+def nonlinear4_augmented(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=None):
+    """One factored augmented K=4 nonlinear step: (activation cumulants, new fourth, flops).
+
+    The activation cumulants carry the mean, :math:`\\kappa_2, \\kappa_3` in full and the
+    :math:`\\kappa_5, \\kappa_6` slices; the new :math:`\\kappa_4` is the old stacks scaled by
+    :math:`w^{(1)}` (the single block), the hypertree stacks, and a correction stack that sets
+    the repeated-neuron entries to their own diagram sums.
+    """
+    n = z.n
+    sl, flops = _fourth_slices(fourth, n, z.mean)
+    zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]},
+                   {4: sl, 5: z.slices[5], 6: z.slices[6]})
+    a, f, w = nonlinear_step(zc, act, _TRACK, mean_only=not update, return_wick=True,
+                             layer=layer)
+    flops += f
+    if not update:
+        return a, None, flops
+    exact = a.slices.pop(4)
+    nb = math.prod(z.batch)
+    w1 = w[1, 1]
+    stacks, f = _leaf_stacks(zc, w, n)
+    flops += f
+    tree = FactoredFourth(stacks)
+    S, f = tree.slice211()
+    S = S + sl[(2, 1, 1)] * _scale211(w1)  # the old slices under the single block
+    flops += f + nb * 4 * n**3
+    new = FactoredFourth(fourth.scaled(w1).blocks + tree.blocks)
+    have = _slice_dict(S)
+    D = {p: exact[p] - have[p] for p in have}
+    I = _eye(n, z.mean)
+    new.blocks.append((_correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)]),
+                       I, I, None))
+    flops += nb * (2 * n**3 + 3 * n * n)
+    return a, new, flops
+
+
+def standard_input(n: int, batch=None) -> Cumulants:
+    """The input's tracked cumulants (kappa_4 is the empty FactoredFourth)."""
+    return Cumulants.standard_gaussian(n, _TRACK_LINEAR, batch)
+
+
+TRACK_LINEAR = _TRACK_LINEAR
