@@ -383,9 +383,18 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
     about :math:`8\ell n^4` and reading its slices :math:`16\ell n^4`: :math:`O(n^4L^2)` in all
     against :math:`O(n^5L)` dense, with :math:`O(n^3L)` memory against :math:`n^4`.
 
+    ``variant="augmented"`` runs the lite augmented estimator
+    (:mod:`~symscale.cumulants.factored_fourth_augmented`): five stacks per layer instead of
+    two, and the dense :math:`\kappa_5, \kappa_6` slices.
+
     ``backend`` (a :class:`~symscale.arrays.Backend`, default numpy) is where the tensor work
     runs. Returns ``(estimate, flops, layers)`` like :func:`~symscale.cumulants.propagate`,
     as numpy arrays; ``layers`` is empty unless ``keep_layers``.
+
+    Raises
+    ------
+    ValueError
+        ``variant`` is neither ``"basic"`` nor ``"augmented"``.
     """
     if variant not in ("basic", "augmented"):
         raise ValueError(f"factored=True with K=4 supports variant 'basic' or 'augmented', got "

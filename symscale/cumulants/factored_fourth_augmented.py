@@ -181,8 +181,8 @@ def nonlinear4_augmented(z: Cumulants, fourth: FactoredFourth, act, update: bool
     stacks, f = _leaf_stacks(zc, w, n)
     flops += f
     tree = FactoredFourth(stacks)
-    S, f = tree.slice211()
-    S = S + sl[(2, 1, 1)] * _scale211(w1)  # the old slices under the single block
+    tree_sl, f = _fourth_slices(tree, n, z.mean)  # (zero when no diagram is kept)
+    S = tree_sl[(2, 1, 1)] + sl[(2, 1, 1)] * _scale211(w1)  # the old slices under the single block
     flops += f + nb * 4 * n**3
     new = FactoredFourth(fourth.scaled(w1).blocks + tree.blocks)
     have = _slice_dict(S)

@@ -21,7 +21,11 @@ covariance (all Mehler orders). ``factored=True`` stores the top cumulant in fac
 ``K=3`` the all-distinct part of :math:`\kappa_3` as a sum of rank-one terms, for ``K=4``
 :math:`\kappa_4` as stacks of matrices with two factor matrices (exact: equal to the dense ``K=4`` to round-off). ``K=3, variant="augmented",
 factored=True`` keeps the augmented cap and the paths (hypertree diagrams) of the all-distinct
-:math:`\kappa_3` but not the :math:`n^3` slice :math:`\kappa_{iijk}` (docs/cumulants.md).
+:math:`\kappa_3` but not the :math:`n^3` slice :math:`\kappa_{iijk}` (docs/cumulants.md);
+``K=4, variant="augmented", factored=True`` is the "lite" augmented estimator: cap 5, the
+:math:`\kappa_5` slices with at most two distinct neurons, the even :math:`\kappa_6` slices and
+the hypertree diagrams of the all-distinct :math:`\kappa_4`
+(:mod:`~symscale.cumulants.factored_fourth_augmented`).
 
 FLOPs are counted for what is executed, on dense arrays: a matrix product counts :math:`2mnk`,
 an elementwise product or sum 1 per entry, a full order-:math:`d` tensor pays :math:`2n^{d+1}`
@@ -120,7 +124,7 @@ def propagate(mlp, K: int = 2, variant: str = "basic", factored: bool = False, *
         Order, 1..4 (see the module docstring).
     variant : {"basic", "augmented", "gaussian"}
     factored : bool
-        Factored storage of the top cumulant (``K=3`` basic or augmented, ``K=4`` basic).
+        Factored storage of the top cumulant (``K=3`` or ``K=4``, basic or augmented).
     keep_layers : bool
         Keep each hidden layer's cumulants in the result.
     upto : int, optional
