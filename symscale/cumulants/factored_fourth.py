@@ -401,7 +401,8 @@ def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = Fa
                          f"{variant!r}")
     augmented = variant == "augmented"
     if augmented:  # the lite augmented estimator (docs/cumulants.md)
-        from .factored_fourth_augmented import TRACK_LINEAR as track, nonlinear4_augmented
+        from .factored_fourth_augmented import TRACK_LINEAR as track
+        from .factored_fourth_augmented import nonlinear4_augmented
         step = nonlinear4_augmented
     else:
         track, step = _TRACK4_LINEAR, _nonlinear4

@@ -10,8 +10,8 @@ Dense ``propagate(K=4, variant="augmented")`` holds :math:`n^4` numbers and ever
   (5)`, and the even :math:`\kappa_6` slices :math:`(2,2,2), (4,2), (6)` are kept dense
   (:math:`O(n^3)` at most) and go through the linear step's coherent placements, as in the
   dense augmented estimator;
-* :math:`\kappa_3` is dense, :math:`\kappa_4` a :class:`~symscale.cumulants.factored_fourth.
-  FactoredFourth` as in factored basic K = 4;
+* :math:`\kappa_3` is dense, :math:`\kappa_4` a
+  :class:`~symscale.cumulants.factored_fourth.FactoredFourth` as in factored basic K = 4;
 * every hypertree diagram on four distinct neurons other than the single :math:`\kappa_4`
   block has a *leaf*: a neuron :math:`l` in one block only, a block on two neurons
   :math:`\{l, m\}`. Its value is :math:`G_d[a,b,m]\,V[l,m]` with :math:`V` that leaf's matrix
@@ -40,17 +40,21 @@ from __future__ import annotations
 import functools
 import math
 
-import numpy as np
-
 from ..arrays import namespace
 from .diagrams import diagrams
 from .factored import _eye, _off_diagonal, is_hypertree
-from .factored_fourth import (FactoredFourth, _correction_stack, _fourth_slices, _scale211,
-                              _slice_dict)
+from .factored_fourth import (
+    FactoredFourth,
+    _correction_stack,
+    _fourth_slices,
+    _scale211,
+    _slice_dict,
+)
 from .nonlinear import nonlinear_step
 from .state import Cumulants, Tracking
 
-__all__ = ["LITE", "lite_diagrams"]
+__all__ = ["LITE", "TRACK_LINEAR", "lite_diagrams", "nonlinear4_augmented",
+           "standard_input"]
 
 _SL5 = (5, ((3, 2), (4, 1), (5,)))
 _SL6 = (6, ((2, 2, 2), (4, 2), (6,)))
@@ -61,7 +65,7 @@ LITE = Tracking(full=(1, 2, 3, 4), slices=(_SL5, _SL6), cap=5)
 # built here); the linear step maps kappa_4 in stacks, so it tracks the rest only
 _TRACK = Tracking(full=(1, 2, 3), slices=((4, ((2, 1, 1), (2, 2), (3, 1), (4,))), _SL5, _SL6),
                   cap=5)
-_TRACK_LINEAR = Tracking(full=(1, 2, 3), slices=(_SL5, _SL6), cap=5)
+TRACK_LINEAR = Tracking(full=(1, 2, 3), slices=(_SL5, _SL6), cap=5)
 
 
 def lite_diagrams():
@@ -159,12 +163,31 @@ def _leaf_stacks(zc: Cumulants, w, n: int):
 
 
 def nonlinear4_augmented(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=None):
-    """One factored augmented K=4 nonlinear step: (activation cumulants, new fourth, flops).
+    r"""One factored augmented K=4 nonlinear step.
 
-    The activation cumulants carry the mean, :math:`\\kappa_2, \\kappa_3` in full and the
-    :math:`\\kappa_5, \\kappa_6` slices; the new :math:`\\kappa_4` is the old stacks scaled by
-    :math:`w^{(1)}` (the single block), the hypertree stacks, and a correction stack that sets
-    the repeated-neuron entries to their own diagram sums.
+    The new :math:`\kappa_4` is the old stacks scaled by :math:`w^{(1)}` (the single block),
+    the hypertree stacks (:func:`_leaf_groups`), and a correction stack that sets the
+    repeated-neuron entries to their own diagram sums.
+
+    Parameters
+    ----------
+    z : Cumulants
+        Pre-activation cumulants under :data:`TRACK_LINEAR` (full orders 1..3, the
+        :math:`\kappa_5, \kappa_6` slices).
+    fourth : FactoredFourth
+        Their fourth cumulant.
+    act : str or Activation
+    update : bool
+        Build the new fourth cumulant; ``False`` computes the mean only (before a mean-only
+        output step).
+    layer : int, optional
+        The 1-based layer, named in error messages.
+
+    Returns
+    -------
+    (Cumulants, FactoredFourth or None, int)
+        The activation cumulants (mean, full orders 1..3, the :math:`\kappa_5, \kappa_6`
+        slices), the new fourth cumulant and the FLOPs.
     """
     n = z.n
     sl, flops = _fourth_slices(fourth, n, z.mean)
@@ -195,8 +218,22 @@ def nonlinear4_augmented(z: Cumulants, fourth: FactoredFourth, act, update: bool
 
 
 def standard_input(n: int, batch=None) -> Cumulants:
-    """The input's tracked cumulants (kappa_4 is the empty FactoredFourth)."""
-    return Cumulants.standard_gaussian(n, _TRACK_LINEAR, batch)
+    r"""The tracked cumulants of :math:`\mathcal N(0, I_n)` besides :math:`\kappa_4` (which
+    is the empty :class:`~symscale.cumulants.factored_fourth.FactoredFourth`).
 
+    Parameters
+    ----------
+    n : int
+    batch : int, optional
+        Copies on a leading axis (a stack of networks).
 
-TRACK_LINEAR = _TRACK_LINEAR
+    Returns
+    -------
+    Cumulants
+
+    Examples
+    --------
+    >>> sorted(standard_input(3).slices[5])
+    [(3, 2), (4, 1), (5,)]
+    """
+    return Cumulants.standard_gaussian(n, TRACK_LINEAR, batch)

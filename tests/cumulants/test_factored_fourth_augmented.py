@@ -55,7 +55,7 @@ NETS = [(1, "relu", 6, 0), (2, "relu", 8, 1), (3, "relu", 10, 2), (2, "tanh", 12
 def test_equals_the_dense_lite_twin_to_round_off(depth, act, width, seed):
     mlp = RandomMLP.random(depth, act, width=width, seed=seed, bias_var=0.1 * (seed % 2))
     fac = propagate(mlp, K=4, variant="augmented", factored=True)
-    dense, dense_flops = dense_lite_twin(mlp)
+    dense, _ = dense_lite_twin(mlp)
     scale = np.abs(dense.mean).max()
     np.testing.assert_allclose(fac.estimate, dense.mean, rtol=0, atol=1e-12 * scale)
     assert fac.name == "K=4 augmented factored" and fac.flops > 0
