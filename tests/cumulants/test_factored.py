@@ -233,8 +233,8 @@ def test_paired_third_cumulant_equals_its_dense_tensor():
 
 
 def test_augmented_k4_loses_to_basic_at_depth_3():
-    """Why factored K = 4 stays basic (docs/cumulants.md): from depth 3 the augmented cap's
-    extra terms hurt. Four networks, truth of 10^6 inputs (floor 1e-6, errors >= 5e-5)."""
+    """Why augmented K = 4 is not the default (docs/cumulants.md): from depth 3 at small
+    widths the augmented cap's extra terms hurt. Four networks, truth of 10^6 inputs (floor 1e-6, errors >= 5e-5)."""
     from symscale.cumulants import monte_carlo, mse_over_var
 
     ratios = []
