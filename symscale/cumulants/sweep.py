@@ -215,8 +215,7 @@ def _estimators(Ks, variants, factored, factored_variants=("basic",)):
                 continue  # the same numbers as K = 1 basic (checked in the tests): one row
             out.append((K, v, False))
         if K in (3, 4) and factored:
-            # factored augmented exists for K = 3 only
-            out += [(K, v, True) for v in factored_variants if v == "basic" or K == 3]
+            out += [(K, v, True) for v in factored_variants]
     return out
 
 
@@ -238,7 +237,8 @@ def sweep(widths, depths, Ks=(1, 2, 3), variants=("basic",), seeds=(0, 1, 2, 3, 
     factored : bool
         Also run the factored estimators of the orders 3 and 4 in ``Ks``.
     factored_variants : sequence of {"basic", "augmented"}
-        Their variants (``"augmented"``: K = 3 only; default basic).
+        Their variants (``"augmented"`` at K = 4 is the lite estimator,
+        :mod:`~symscale.cumulants.factored_fourth_augmented`; default basic).
     n_truth : int
         Monte Carlo samples of the ground truth (its own MSE/Var is reported as
         ``truth_floor``).

@@ -252,12 +252,13 @@ def test_sweep_runs_the_factored_augmented_estimator():
     t = sweep([8, 12], [2], Ks=(3, 4), variants=(), factored=True,
               factored_variants=("basic", "augmented"), seeds=[0], n_truth=20_000,
               progress=False)
-    # augmented factored exists for K = 3 only
     assert t.estimators() == ["K=3 basic factored", "K=3 augmented factored",
-                              "K=4 basic factored"]
-    row = t.select(estimator="K=3 augmented factored", width=8)[0]
+                              "K=4 basic factored", "K=4 augmented factored"]
     mlp = RandomMLP.random(2, width=8, seed=0)
-    assert row["flops"] == propagate(mlp, K=3, variant="augmented", factored=True).flops
+    for K in (3, 4):
+        row = t.select(estimator=f"K={K} augmented factored", width=8)[0]
+        est = propagate(mlp, K=K, variant="augmented", factored=True)
+        assert row["flops"] == est.flops
     for bad in (("gaussian",), (), ("basic", 3)):
         with pytest.raises(ValueError, match="factored_variants"):
             sweep([8], [2], Ks=(3,), factored=True, factored_variants=bad, progress=False)
