@@ -309,18 +309,42 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
     return G
 
 
+def _read_step(z: Cumulants, fourth: FactoredFourth, act, track, update: bool, layer=None,
+               extra=()):
+    """The nonlinear step with :math:`\kappa_4` read from its stacks as slices.
+
+    Returns ``(a, exact, w, sl, zc, flops)``: the activation cumulants, the new layer's exact
+    repeated-neuron :math:`\kappa_4` slices (None when not ``update``), the Wick table, the
+    old fourth's slices, the pre-activation state it ran on and the FLOPs. ``extra`` lists
+    further slice orders of ``z`` it carries (the augmented :math:`\kappa_5, \kappa_6`)."""
+    sl, flops = _fourth_slices(fourth, z.n, z.mean)
+    zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]},
+                   {4: sl, **{d: z.slices[d] for d in extra}})
+    # before a mean-only output step only the mean of the activations is needed
+    a, f, w = nonlinear_step(zc, act, track, mean_only=not update, return_wick=True,
+                             layer=layer)
+    return a, (a.slices.pop(4) if update else None), w, sl, zc, flops + f
+
+
+def _corrected(blocks, exact, S, z: Cumulants):
+    """``FactoredFourth(blocks)`` and a correction stack that sets its repeated-neuron
+    entries to ``exact`` (``S``: the blocks' (2, 1, 1) slice, overwritten), with the FLOPs."""
+    have = _slice_dict(S)  # its coarse slices are copies: S itself is free after this
+    D = {p: exact[p] - have[p] for p in have if p != (2, 1, 1)}
+    D[(2, 1, 1)] = (np.subtract(exact[(2, 1, 1)], S, out=S) if isinstance(S, np.ndarray)
+                    else exact[(2, 1, 1)] - S)
+    I = _eye(z.n, z.mean)  # one identity factor for every network of a stack
+    stack = _correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)])
+    return FactoredFourth(list(blocks) + [(stack, I, I, None)]), \
+        math.prod(z.batch) * (z.n**3 + 3 * z.n * z.n)
+
+
 def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=None):
     """One factored K=4 nonlinear step: (activation cumulants, new fourth, flops)."""
     n = z.n
-    sl, flops = _fourth_slices(fourth, n, z.mean)
-    zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]}, {4: sl})
-    # before a mean-only output step only the mean of the activations is needed
-    a, f, w = nonlinear_step(zc, act, _TRACK4, mean_only=not update, return_wick=True,
-                             layer=layer)
-    flops += f
+    a, exact, w, sl, _, flops = _read_step(z, fourth, act, _TRACK4, update, layer)
     if not update:
         return a, None, flops
-    exact = a.slices.pop(4)
     counts = _tree_classes()
     w1, w2, w3 = w[1, 1], w[1, 2], w[1, 3]
     nb = math.prod(z.batch)
@@ -362,15 +386,8 @@ def _nonlinear4(z: Cumulants, fourth: FactoredFourth, act, update: bool, layer=N
     else:
         S = S + old211
     flops += f + nb * 4 * n**3
-    new = FactoredFourth(old.blocks + tree.blocks)
-    have = _slice_dict(S)  # its coarse slices are copies: S itself is free after this
-    D = {p: exact[p] - have[p] for p in have if p != (2, 1, 1)}
-    D[(2, 1, 1)] = (np.subtract(exact[(2, 1, 1)], S, out=S) if isinstance(S, np.ndarray)
-                    else exact[(2, 1, 1)] - S)
-    new.blocks.append((_correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)]),
-                       I, I, None))
-    flops += nb * (n**3 + 3 * n * n)
-    return a, new, flops
+    new, f = _corrected(old.blocks + tree.blocks, exact, S, z)
+    return a, new, flops + f
 
 
 def factored_k4_run(mlp, stop: int, variant: str = "basic", keep_last: bool = False,

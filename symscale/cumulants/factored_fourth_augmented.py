@@ -43,14 +43,7 @@ import math
 from ..arrays import namespace
 from .diagrams import diagrams
 from .factored import _eye, _off_diagonal, is_hypertree
-from .factored_fourth import (
-    FactoredFourth,
-    _correction_stack,
-    _fourth_slices,
-    _scale211,
-    _slice_dict,
-)
-from .nonlinear import nonlinear_step
+from .factored_fourth import FactoredFourth, _corrected, _fourth_slices, _read_step, _scale211
 from .state import Cumulants, Tracking
 
 __all__ = ["LITE", "TRACK_LINEAR", "lite_diagrams", "nonlinear4_augmented",
@@ -190,31 +183,21 @@ def nonlinear4_augmented(z: Cumulants, fourth: FactoredFourth, act, update: bool
         slices), the new fourth cumulant and the FLOPs.
     """
     n = z.n
-    sl, flops = _fourth_slices(fourth, n, z.mean)
-    zc = Cumulants(z.mean, {2: z.full[2], 3: z.full[3]},
-                   {4: sl, 5: z.slices[5], 6: z.slices[6]})
-    a, f, w = nonlinear_step(zc, act, _TRACK, mean_only=not update, return_wick=True,
-                             layer=layer)
-    flops += f
+    a, exact, w, sl, zc, flops = _read_step(z, fourth, act, _TRACK, update, layer,
+                                            extra=(5, 6))
     if not update:
         return a, None, flops
-    exact = a.slices.pop(4)
     nb = math.prod(z.batch)
     w1 = w[1, 1]
     stacks, f = _leaf_stacks(zc, w, n)
     flops += f
     tree = FactoredFourth(stacks)
     tree_sl, f = _fourth_slices(tree, n, z.mean)  # (zero when no diagram is kept)
-    S = tree_sl[(2, 1, 1)] + sl[(2, 1, 1)] * _scale211(w1)  # the old slices under the single block
+    # the old slices under the single block, plus the trees'
+    S = tree_sl[(2, 1, 1)] + sl[(2, 1, 1)] * _scale211(w1)
     flops += f + nb * 4 * n**3
-    new = FactoredFourth(fourth.scaled(w1).blocks + tree.blocks)
-    have = _slice_dict(S)
-    D = {p: exact[p] - have[p] for p in have}
-    I = _eye(n, z.mean)
-    new.blocks.append((_correction_stack(D[(2, 1, 1)], D[(2, 2)], D[(3, 1)], D[(4,)]),
-                       I, I, None))
-    flops += nb * (2 * n**3 + 3 * n * n)
-    return a, new, flops
+    new, f = _corrected(fourth.scaled(w1).blocks + tree.blocks, exact, S, z)
+    return a, new, flops + f
 
 
 def standard_input(n: int, batch=None) -> Cumulants:

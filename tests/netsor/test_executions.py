@@ -87,16 +87,21 @@ def test_kernel_law_of_large_numbers_rate(name):
     assert -0.65 <= fit.slope <= -0.35, f"{name}: slope {fit.slope:.3f}"
 
 
-def test_multi_argument_nonlinearity_by_quadrature_is_exact_for_polynomials():
-    p = Program()
+def _correlated_pair(p, X):
+    """G-variables g1 and g2 = 0.6 g1 + 0.8 g' (Var g' = 1.5) of ``p``, and their covariances
+    (C11, C12, C22) on the inputs X."""
     g1 = p.embed(weight="U1", weight_var=1.0)
     g2 = p.lincomb((0.6, 0.8), g1, p.embed(weight="U2", weight_var=1.5))
+    C11 = X @ X.T / X.shape[1]
+    return g1, g2, C11, 0.6 * C11, 0.36 * C11 + 0.64 * 1.5 * C11
+
+
+def test_multi_argument_nonlinearity_by_quadrature_is_exact_for_polynomials():
+    p = Program()
+    g1, g2, C11, C12, C22 = _correlated_pair(p, X)
     h = p.nonlin("x0 * x1", g1, g2)
     p.readout(h)
     res = run_infinite(p, X)
-    C11 = X @ X.T / 5
-    C12 = 0.6 * C11
-    C22 = 0.36 * C11 + 0.64 * 1.5 * C11
     # Isserlis: E[g1 g2 (a) g1 g2 (b)]
     want = C11 * C22 + C12 * C12 + np.outer(np.diag(C12), np.diag(C12))
     np.testing.assert_allclose(res.kernels[h], want, rtol=1e-11)
@@ -324,14 +329,10 @@ def test_sums_are_integrated_term_by_term():
     variances near 6)."""
     Xw = _wide_inputs()
     p = Program()
-    g1 = p.embed(weight="U1", weight_var=1.0)
-    g2 = p.lincomb((0.6, 0.8), g1, p.embed(weight="U2", weight_var=1.5))
+    g1, g2, C11, C12, C22 = _correlated_pair(p, Xw)
     h = p.nonlin("tanh(x0) + x1", g1, g2)
     p.readout(h)
     res = run_infinite(p, Xw)
-    C11 = Xw @ Xw.T / 3
-    C12 = 0.6 * C11
-    C22 = 0.36 * C11 + 0.64 * 1.5 * C11
     q1, q2 = np.diag(C11), np.diag(C22)
     tanh, ident = ss.activation("tanh"), ss.activation("identity")
     want = (ss.dual_kernel_numeric(tanh, q1[:, None], C11, q1[None, :])
