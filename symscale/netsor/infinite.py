@@ -527,7 +527,8 @@ class _Engine:
         # E[f g] is bilinear: where the whole needs a tensor rule in more than two dimensions,
         # a sum of terms is integrated term by term, each over only the Gaussians it reads
         # (tanh(x0) + x1 of two arguments: two 2-D integrals per pair of inputs, where the 4-D
-        # one was 0.2 off at variance 6); up to two dimensions the whole keeps exact zeros
+        # rule of 14^4 nodes was 0.018 off 2.72 at variances up to 5.9); up to two dimensions
+        # the whole keeps exact zeros
         # (x1 - 2 x0 of h2 = 2 h1 is 0 at every node, its terms cancel only to round-off)
         terms_a, terms_b = _terms(spec_a), _terms(spec_b)
         split = (isinstance(spec_a[0], MultiNonlinearity) or isinstance(
