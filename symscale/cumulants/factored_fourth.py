@@ -311,7 +311,7 @@ def _correction_stack(D211, D22, D31, D4) -> np.ndarray:
 
 def _read_step(z: Cumulants, fourth: FactoredFourth, act, track, update: bool, layer=None,
                extra=()):
-    """The nonlinear step with :math:`\kappa_4` read from its stacks as slices.
+    r"""The nonlinear step with :math:`\kappa_4` read from its stacks as slices.
 
     Returns ``(a, exact, w, sl, zc, flops)``: the activation cumulants, the new layer's exact
     repeated-neuron :math:`\kappa_4` slices (None when not ``update``), the Wick table, the

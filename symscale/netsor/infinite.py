@@ -37,22 +37,20 @@ True
 
 from __future__ import annotations
 
-import functools
 import itertools
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import sympy as sp
 
-from .._symbolic import X
 from ..activations import Activation, activation
 from ..errors import QuadratureWarning
 from ..expectations.joint import MAX_QUADRATURE_DIM, MC_SAMPLES, joint_expectation
 from ..kernels.moments import gaussian_moment_numeric
 from ..kernels.numeric import cross_kernel_numeric, dual_kernel_numeric
 from .data import duplicate_map, prepare_inputs
-from .ops import MultiNonlinearity, _multi_symbols
+from .integrands import MAX_TERM_PAIRS, add_se, independent_parts, rank, restricted, terms
+from .ops import MultiNonlinearity
 from .program import (KernelScalar, MatMul, Readout, Weight, _kinds, _parents, as_graph,
                       readout, topological_order, validate)
 from ..display import ResultDisplay
@@ -530,71 +528,26 @@ class _Engine:
         # rule of 14^4 nodes was 0.018 off 2.72 at variances up to 5.9); up to two dimensions
         # the whole keeps exact zeros
         # (x1 - 2 x0 of h2 = 2 h1 is 0 at every node, its terms cancel only to round-off)
-        terms_a, terms_b = _terms(spec_a), _terms(spec_b)
+        terms_a, terms_b = terms(spec_a), terms(spec_b)
         split = (isinstance(spec_a[0], MultiNonlinearity) or isinstance(
-            spec_b[0], MultiNonlinearity)) and len(terms_a) * len(terms_b) <= _MAX_TERM_PAIRS \
-            and _rank(self._pair_law(spec_a[1], spec_b[1])[0]) > 2
+            spec_b[0], MultiNonlinearity)) and len(terms_a) * len(terms_b) <= MAX_TERM_PAIRS \
+            and rank(self._pair_law(spec_a[1], spec_b[1])[0]) > 2
         if not split:
-            terms_a, terms_b = [_restricted(spec_a)], [_restricted(spec_b)]
+            terms_a, terms_b = [restricted(spec_a)], [restricted(spec_b)]
         value, se = 0.0, None
         for ta, tb in itertools.product(terms_a, terms_b):
             v, s = 1.0, None
-            for pa, pb in self._independent_parts(ta, tb) if split else [(ta, tb)]:
+            for pa, pb in independent_parts(ta, tb, self.cov) if split else [(ta, tb)]:
                 vp, sp_ = self._term_expectation(a, b, pa, pb)
                 # first-order error of a product of estimates
-                s = _add_se(None if s is None else s * np.abs(vp),
+                s = add_se(None if s is None else s * np.abs(vp),
                             None if sp_ is None else sp_ * np.abs(v))
                 v = v * vp
             value = value + v
-            se = _add_se(se, s)  # the draws are shared: the sum's error is at most the sum
+            se = add_se(se, s)  # the draws are shared: the sum's error is at most the sum
         if se is not None:
             self.mc_stderr[(a, b)] = se
         return value
-
-    def _independent_parts(self, spec_a, spec_b):
-        """A product term f(x) g(x') as [(f_c, g_c)] over groups c of arguments independent of
-        each other, E[f g] = prod_c E[f_c g_c] (tanh(x0) x1 of two independent Gaussians is two
-        2-D integrals per pair of inputs, not one 4-D one)."""
-        nodes = list(dict.fromkeys(list(spec_a[1]) + list(spec_b[1])))
-        group = {n: n for n in nodes}
-
-        def find(n):
-            while group[n] != n:
-                n = group[n]
-            return n
-
-        def join(u, v):
-            group[find(u)] = find(v)
-
-        factors = [(side, f) for side, spec in enumerate((spec_a, spec_b))
-                   for f in _factors(spec)]
-        for _, (_, used) in factors:
-            for u in used[1:]:
-                join(used[0], u)
-        for u, v in itertools.combinations(nodes, 2):
-            if find(u) != find(v) and np.any(self.cov(u, v)):
-                join(u, v)
-        roots = list(dict.fromkeys(find(n) for n in nodes))
-        if len(roots) == 1:
-            return [(spec_a, spec_b)]
-        out = []
-        for k, root in enumerate(roots):
-            pair = []
-            for side, spec in enumerate((spec_a, spec_b)):
-                fn, par, params = spec
-                # parameter-only factors ride with the first group
-                mine = [f for s, (f, used) in factors if s == side and (
-                    find(used[0]) == root if used else k == 0)]
-                first = next(n for n in nodes if find(n) == root)
-                if not mine:  # this side reads nothing of the group: the constant 1
-                    pair.append((_IDENTITY_ONE, [first], None))
-                elif not isinstance(fn, MultiNonlinearity):
-                    pair.append(spec)
-                else:
-                    pair.append(_restricted((MultiNonlinearity(sp.Mul(*mine), fn.arity,
-                                                               fn.n_params), par, params)))
-            out.append(tuple(pair))
-        return out
 
     def _pair_law(self, pa, pb):
         """(joint covariances (P, P, D, D) of the distinct arguments at x and at x', argument
@@ -666,15 +619,15 @@ class _Engine:
 
     def spec_mean(self, n, spec):
         """E[f(args(a))] (P,) for a spec (nonlinearity, G parents, kernel parameters)."""
-        terms = _terms(spec)
-        if len(terms) == 1 or len(terms) > _MAX_TERM_PAIRS or _rank(
+        parts = terms(spec)
+        if len(parts) == 1 or len(parts) > MAX_TERM_PAIRS or rank(
                 self._mean_law(spec[1])[0]) <= 2:
-            terms = [_restricted(spec)]
+            parts = [restricted(spec)]
         value, se = 0.0, None
-        for term in terms:
+        for term in parts:
             v, s = self._term_mean(n, term)
             value = value + v
-            se = _add_se(se, s)
+            se = add_se(se, s)
         if se is not None:
             self.mc_stderr[(n, "mean")] = se
         return value
@@ -694,75 +647,6 @@ class _Engine:
 
 #: Relative round-off of a G-variable's value (the floor of quadrature warnings).
 _ROUND_OFF = 64 * np.finfo(float).eps
-#: Most pairs of additive terms integrated one by one (beyond, the whole function at once).
-_MAX_TERM_PAIRS = 64
-
-
-def _terms(spec):
-    """The additive terms of a spec's nonlinearity, each restricted to the arguments it reads
-    (an Activation is one term)."""
-    fn = spec[0]
-    if not isinstance(fn, MultiNonlinearity):
-        return [spec]
-    return [_restricted((MultiNonlinearity(t, fn.arity, fn.n_params),) + tuple(spec[1:]))
-            for t in sp.Add.make_args(fn.expr)]
-
-
-def _restricted(spec):
-    """The spec with only the arguments its expression reads (at least one), renumbered; a
-    function of one argument without parameters becomes an Activation (its kernels then come
-    from the univariate engine: exact for piecewise polynomials, graded quadrature else)."""
-    fn, par, params = spec
-    if not isinstance(fn, MultiNonlinearity):
-        return spec
-    xs = fn.symbols[:fn.arity]
-    expr = fn.expr
-    # a node passed twice is one argument (x0 - x1 of one G-variable is 0)
-    first = {n: i for i, n in reversed(list(enumerate(par[:fn.arity])))}
-    twins = {xs[i]: xs[first[n]] for i, n in enumerate(par[:fn.arity]) if first[n] != i}
-    if twins:
-        expr = expr.xreplace(twins)
-    used = [i for i, x in enumerate(xs) if x in expr.free_symbols] or [0]
-    if len(used) < fn.arity:
-        new = _multi_symbols(len(used), fn.n_params)
-        expr = expr.xreplace({xs[i]: new[j] for j, i in enumerate(used)})
-    if len(used) == 1 and fn.n_params == 0:
-        return _activation_of(expr), [par[used[0]]], None
-    if len(used) == fn.arity:
-        return spec
-    return MultiNonlinearity(expr, len(used), fn.n_params), [par[i] for i in used], params
-
-
-@functools.lru_cache(maxsize=256)
-def _activation_of(expr):
-    """The Activation phi(x) = expr(x0)."""
-    return Activation(f"phi(x) = {expr.xreplace({_X0: X})}", expr.xreplace({_X0: X}))
-
-
-_X0 = _multi_symbols(1, 0)[0]
-_IDENTITY_ONE = Activation("1", sp.Integer(1))
-
-
-def _factors(spec):
-    """[(factor, [G parents it reads])] of a spec's product (an Activation is one factor)."""
-    fn, par, _ = spec
-    if not isinstance(fn, MultiNonlinearity):
-        return [(None, list(par))]
-    xs = fn.symbols[:fn.arity]
-    return [(f, list(dict.fromkeys(par[i] for i, x in enumerate(xs) if x in f.free_symbols)))
-            for f in sp.Mul.make_args(fn.expr)]
-
-
-def _add_se(a, b):
-    """Sum of two standard-error bounds, either possibly None (no Monte Carlo)."""
-    return b if a is None else a if b is None else a + b
-
-
-def _rank(C):
-    """Largest numerical rank in a stack of covariances (..., D, D)."""
-    w = np.linalg.eigvalsh(C)
-    return int(np.max(np.sum(w > C.shape[-1] * np.finfo(float).eps
-                             * np.max(np.abs(w), axis=-1, keepdims=True), axis=-1)))
 
 
 def _unique(nodes):
