@@ -166,3 +166,20 @@ def test_beats_factored_basic_k4_against_the_truth():
     # -1.05 +- 0.24); the truth's own floor 1/N = 5e-7 is 3x below the lite errors
     logs = augmented_log_ratios(4, 2, 24, 2_000_000)
     assert logs.mean() + 3 * logs.std(ddof=1) / np.sqrt(len(logs)) < 0, logs
+
+
+def test_tail_probability_runs_on_the_lite_state():
+    # P(z_i > theta) reads the per-neuron cumulants up to order 6 of the layer: those of the
+    # factored state equal its dense twin's, and differ from factored basic K = 4's
+    from symscale.cumulants import tail_probability
+    from symscale.cumulants.nonlinear import nonlinear_step
+    from symscale.cumulants.state import Tracking
+
+    mlp = RandomMLP.random(2, width=10, seed=3)
+    t = tail_probability(mlp, layer=3, theta=2.5, K=4, variant="augmented", factored=True)
+    z, _ = dense_lite_twin(mlp, upto=3)
+    a, _ = nonlinear_step(z, "step", Tracking.for_estimator(4, "augmented"), bias_shift=-2.5,
+                          mean_only=True, layer=3)
+    np.testing.assert_allclose(t.probability, np.clip(a.mean, 0.0, 1.0), rtol=0, atol=1e-15)
+    basic = tail_probability(mlp, layer=3, theta=2.5, K=4, factored=True).probability
+    assert np.abs(basic - t.probability).max() > 1e-3
