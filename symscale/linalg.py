@@ -172,6 +172,19 @@ def _stack(M):
     return M
 
 
+def above_round_off(w) -> np.ndarray:
+    """Mask of the eigenvalues (last axis of a stack) above round-off of the largest,
+    ``w > P * eps * max|w|``: the directions a PSD matrix resolves.
+
+    Examples
+    --------
+    >>> above_round_off(np.array([4.0, 1e-17, -1e-18]))
+    array([ True, False, False])
+    """
+    w = np.asarray(w)
+    return w > w.shape[-1] * _EPS * np.abs(w).max(axis=-1, keepdims=True)
+
+
 def psd_factor(M) -> np.ndarray:
     """L with ``L L^T = M`` for a stack of symmetric PSD matrices (``L = U sqrt(w)``).
 
@@ -186,9 +199,7 @@ def psd_factor(M) -> np.ndarray:
     """
     M = _stack(M)
     w, U = np.linalg.eigh((M + np.swapaxes(M, -1, -2)) / 2)
-    top = np.abs(w).max(axis=-1)
-    tol = w.shape[-1] * np.finfo(float).eps * top[..., None]
-    return U * np.sqrt(np.where(w > tol, w, 0.0))[..., None, :]
+    return U * np.sqrt(np.where(above_round_off(w), w, 0.0))[..., None, :]
 
 
 def softmax(logits, axis: int = -1, *, causal: bool = False) -> np.ndarray:

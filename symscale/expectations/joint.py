@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ..errors import QuadratureWarning
-from ..linalg import psd_factor
+from ..linalg import above_round_off, psd_factor
 from ..validation import check_random_state, check_real
 from .univariate import gauss_hermite
 
@@ -111,7 +111,7 @@ def joint_expectation(func, C, seed=0, *, rtol=QUADRATURE_RTOL, atol=0.0):
         out = np.empty(C.shape[:-2])
         for idx in np.ndindex(*C.shape[:-2]):
             w, U = w_all[idx], U_all[idx]
-            keep = w > D * np.finfo(float).eps * np.abs(w).max()
+            keep = above_round_off(w)
             L = U[:, keep] * np.sqrt(w[keep])  # (D, r): the directions the law spans
             if L.shape[1] == 0:
                 out[idx] = func(np.zeros((1, D)), idx)[0]

@@ -342,6 +342,7 @@ class _Engine:
         self.rng = np.random.default_rng(0)  # only for the documented Monte Carlo fallback
         self.reduced = degenerate_lines(G, data, P, par=self.par)
         self._coef = {}
+        self._last_law = (None, None)
 
     def op(self, n):
         return self.G.nodes[n]["op"]
@@ -551,7 +552,14 @@ class _Engine:
 
     def _pair_law(self, pa, pb):
         """(joint covariances (P, P, D, D) of the distinct arguments at x and at x', argument
-        positions of each side among them)."""
+        positions of each side among them). The last one is kept: the rank test of a whole
+        function and its integral read the same law (more would hold P^2 D^2 numbers each)."""
+        key = (tuple(pa), tuple(pb))
+        if self._last_law[0] != key:
+            self._last_law = (key, self._pair_law_raw(pa, pb))
+        return self._last_law[1]
+
+    def _pair_law_raw(self, pa, pb):
         # a node passed twice (x0 - x1 of one G-variable) is one Gaussian coordinate: two
         # coordinates with a singular covariance would differ by the round-off of its factor
         (ua, sa), (ub, sb) = _unique(pa), _unique(pb)

@@ -33,6 +33,7 @@ import sympy as sp
 
 from .._symbolic import X
 from ..activations import Activation
+from ..linalg import above_round_off
 from .ops import MultiNonlinearity, _multi_symbols
 
 __all__ = ["terms", "restricted", "factors_of", "independent_parts", "add_se", "rank", "ONE",
@@ -106,9 +107,7 @@ def add_se(a, b):
 
 def rank(C):
     """Largest numerical rank in a stack of covariances (..., D, D)."""
-    w = np.linalg.eigvalsh(C)
-    return int(np.max(np.sum(w > C.shape[-1] * np.finfo(float).eps
-                             * np.max(np.abs(w), axis=-1, keepdims=True), axis=-1)))
+    return int(np.max(np.sum(above_round_off(np.linalg.eigvalsh(C)), axis=-1)))
 
 
 def independent_parts(spec_a, spec_b, cov):

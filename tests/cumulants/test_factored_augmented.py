@@ -2,45 +2,26 @@
 
 import numpy as np
 import pytest
-from truth_helpers import augmented_log_ratios
+from truth_helpers import augmented_log_ratios, hypertree_twin
 
-import symscale.cumulants.nonlinear as nl
 from symscale.cumulants import RandomMLP, propagate
 from symscale.cumulants.diagrams import diagrams
 from symscale.cumulants.factored import _DENSE_AUG, _augmented_paths, is_hypertree
-from symscale.cumulants.state import Cumulants, Tracking, linear_step
+from symscale.cumulants.state import Tracking
 from symscale.metrics import fit_loglog_slope
 
 
-def _dense_twin(mlp, monkeypatch, upto=None):
+def _dense_twin(mlp, upto=None):
     """The same estimator with a dense kappa_3: the augmented tracking without kappa_iijk, the
     all-distinct kappa_3 from its hypertree diagrams (nothing factored)."""
-    orig = nl._diagrams
-
-    def hypertree_only(powers, cap, allowed):
-        ds = orig(powers, cap, allowed)
-        return ds if tuple(powers) != (1, 1, 1) else tuple(d for d in ds if is_hypertree(d))
-
-    monkeypatch.setattr(nl, "_diagrams", hypertree_only)
-    t, L = _DENSE_AUG, mlp.depth
-    stop = L + 1 if upto is None else upto
-    c = Cumulants.standard_gaussian(mlp.input_dim, t)
-    for layer in range(stop):
-        c, _ = linear_step(c, mlp.weights[layer], mlp.biases[layer], t,
-                           mean_only=upto is None and layer == L, coherent_only=True)
-        if layer == stop - 1:
-            break
-        c, _ = nl.nonlinear_step(c, mlp.activations[layer], t,
-                                 mean_only=upto is None and layer == L - 1, layer=layer + 1)
-    monkeypatch.setattr(nl, "_diagrams", orig)
-    return c
+    return hypertree_twin(mlp, _DENSE_AUG, 3, upto)[0]
 
 
 @pytest.mark.parametrize("act", ["relu", "tanh", "gelu"])
-def test_equals_its_dense_twin_to_round_off(act, monkeypatch):
+def test_equals_its_dense_twin_to_round_off(act):
     mlp = RandomMLP.random(3, act, width=10, seed=3, bias_var=0.2)
     fac = propagate(mlp, K=3, variant="augmented", factored=True)
-    dense = _dense_twin(mlp, monkeypatch).mean
+    dense = _dense_twin(mlp).mean
     scale = np.abs(dense).max()
     np.testing.assert_allclose(fac.estimate, dense, rtol=1e-12, atol=1e-12 * scale)
     # and it is a different estimator from the basic factored one
@@ -48,10 +29,10 @@ def test_equals_its_dense_twin_to_round_off(act, monkeypatch):
     assert np.abs(basic - dense).max() > 1e-6 * scale
 
 
-def test_hidden_layer_cumulants_equal_the_twin(monkeypatch):
+def test_hidden_layer_cumulants_equal_the_twin():
     mlp = RandomMLP.random(3, "relu", width=8, seed=5, bias_var=0.1)
     fac = propagate(mlp, K=3, variant="augmented", factored=True, upto=3).layers[-1]
-    dense = _dense_twin(mlp, monkeypatch, upto=3)
+    dense = _dense_twin(mlp, upto=3)
     for a, b in ((fac.mean, dense.mean), (fac.full[2], dense.full[2]),
                  (fac.slices[3][(2, 1)], dense.full[3][np.arange(8), np.arange(8)]),
                  (fac.slices[4][(3, 1)], dense.slices[4][(3, 1)])):

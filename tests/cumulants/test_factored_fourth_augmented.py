@@ -3,49 +3,20 @@ typed errors, and that its extra diagrams matter."""
 
 import numpy as np
 import pytest
-from truth_helpers import augmented_log_ratios
+from truth_helpers import augmented_log_ratios, hypertree_twin
 
 import symscale.cumulants.factored_fourth_augmented as fa
-import symscale.cumulants.nonlinear as nl
 from symscale.cumulants import RandomMLP, propagate
 from symscale.cumulants.diagrams import diagrams
-from symscale.cumulants.factored import is_hypertree
 from symscale.cumulants.factored_fourth import FactoredFourth, factored_k4_run
 from symscale.cumulants.factored_fourth_augmented import LITE, lite_diagrams
-from symscale.cumulants.state import Cumulants, linear_step
+from symscale.cumulants.state import linear_step
 from symscale.metrics import fit_loglog_slope
 
 
 def dense_lite_twin(mlp, upto=None):
-    """The lite estimator with dense arrays (docs/cumulants.md): dense steps under ``LITE``
-    (coherent placements in the linear step, as dense augmented), the all-distinct kappa_4
-    from its hypertree diagrams only. Returns the last Cumulants (its mean is the estimate)
-    and the FLOPs."""
-    orig = nl._diagrams
-
-    def hypertree_only(powers, cap, allowed):
-        ds = orig(powers, cap, allowed)
-        return ds if tuple(powers) != (1, 1, 1, 1) else tuple(d for d in ds if is_hypertree(d))
-
-    nl._diagrams = hypertree_only  # restored below: the oracle must not leak into other tests
-    try:
-        L = mlp.depth
-        stop = L + 1 if upto is None else upto
-        c = Cumulants.standard_gaussian(mlp.input_dim, LITE)
-        flops = 0
-        for layer in range(stop):
-            c, f = linear_step(c, mlp.weights[layer], mlp.biases[layer], LITE,
-                               mean_only=upto is None and layer == L, coherent_only=True)
-            flops += f
-            if layer == stop - 1:
-                break
-            c, f = nl.nonlinear_step(c, mlp.activations[layer], LITE,
-                                     mean_only=upto is None and layer == L - 1,
-                                     layer=layer + 1)
-            flops += f
-    finally:
-        nl._diagrams = orig
-    return c, flops
+    """The lite estimator with dense arrays (docs/cumulants.md): (last Cumulants, FLOPs)."""
+    return hypertree_twin(mlp, LITE, 4, upto)
 
 
 NETS = [(1, "relu", 6, 0), (2, "relu", 8, 1), (3, "relu", 10, 2), (2, "tanh", 12, 3),
