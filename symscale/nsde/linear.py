@@ -458,7 +458,7 @@ def _log_integral(m: LinearModel, counts, p):
     sd = math.sqrt(var)
     t_mode = log_A - math.log(gap)  # where l'(t) = theta_star
     sd_post = 1 / math.sqrt(1 / var + gap)
-    h = min(0.005, sd_post / 4)
+    h = _step(counts, args, sd_post)
     t_lo = min(mu - 30 * sd - (40 + 10 * counts[kmin]) / rate, t_mode - 30 * sd_post - 40 / rate)
     t_hi = max(mu + 30 * sd + 1, t_mode + 30 * sd_post)
     log2_n = int(math.ceil(math.log2((t_hi - t_lo) / h)))
@@ -481,6 +481,33 @@ def _log_integral(m: LinearModel, counts, p):
     with np.errstate(over="ignore"):  # e^(log A - t) = inf only where the weight is 0
         log_w = np.log(dens[keep]) - (theta + p / 2) * t - np.exp(log_A - t)
     return log_k + float(logsumexp(log_w)) + math.log(h)
+
+
+def _step(counts, args, sd_post: float) -> float:
+    """The grid step of :func:`_log_integral`: it resolves the posterior of t (standard
+    deviation ``sd_post``), the unit scale of e^(-A e^-t), and the band that the
+    characteristic function fills (:func:`_band`), the discrete inversion's error source."""
+    return min(0.25, sd_post / 4, math.pi / _band(counts, args))
+
+
+def _band(counts, args) -> float:
+    """The first power of two w with |phi(w)| < e^-45 (~3e-20), phi the characteristic
+    function of the tilted law of T (its modulus is prod_k |Gamma(a_k + i w) / Gamma(a_k)|^c_k,
+    decreasing in |w|): a grid of step pi / w loses less than that to aliasing.
+
+    It sets the step where a fixed one oversampled: at 100 hidden layers of width 20 a step of
+    0.005 took 65536 points, this band 2048, with the same log Z to 1e-15.
+    """
+    from scipy.special import gammaln, loggamma
+
+    def log_modulus(w):
+        return sum(c * (float(loggamma(args[k] + 1j * w).real) - float(gammaln(args[k])))
+                   for k, c in counts.items())
+
+    w = 1.0
+    while log_modulus(w) > -45.0:
+        w *= 2.0
+    return w
 
 
 def _posterior_quadrature(m: LinearModel):

@@ -155,6 +155,41 @@ def test_bad_inputs(call, match):
         call()
 
 
+@pytest.mark.parametrize("widths", [[20] * 100, [5, 40, 9] * 20, [4] * 12, [1000] * 20])
+def test_quadrature_step_is_converged(widths, monkeypatch):
+    """An 8x finer grid changes log Z and E_post s^2 only at round-off."""
+    import symscale.nsde.linear as linear
+
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((3, 6)), 30 * rng.standard_normal(3)
+    coarse = deep_linear_evidence(X, Y, widths, method="quadrature")
+    s_coarse = posterior_scale(X, Y, widths, method="quadrature")[0]
+    step = linear._step
+    monkeypatch.setattr(linear, "_step", lambda *args: step(*args) / 8)
+    monkeypatch.setattr(linear, "_MAX_LOG2_GRID", 24)
+    fine = deep_linear_evidence(X, Y, widths, method="quadrature")
+    s_fine = posterior_scale(X, Y, widths, method="quadrature")[0]
+    assert abs(coarse.log_value - fine.log_value) <= 1e-13 * max(1.0, abs(fine.log_value))
+    assert abs(s_coarse - s_fine) <= 1e-12 * s_fine
+
+
+def test_quadrature_band_is_where_the_characteristic_function_vanishes():
+    """|phi(w)| of log chi2_k tilted: below e^-45 at the band, above it at half the band."""
+    from scipy.special import gammaln, loggamma
+
+    from symscale.nsde.linear import _band
+
+    for counts, args in (({20: 100}, {20: 10.3}), ({4: 1}, {4: 0.02}), ({5: 3, 40: 2},
+                                                                         {5: 2.5, 40: 20.0})):
+        w = _band(counts, args)
+
+        def log_modulus(x):
+            return sum(c * (loggamma(args[k] + 1j * x).real - gammaln(args[k]))
+                       for k, c in counts.items())
+
+        assert log_modulus(w) < -45 and (w == 1.0 or log_modulus(w / 2) > -45)
+
+
 def test_quadrature_path_agrees_with_meijer_and_monte_carlo():
     rng = np.random.default_rng(5)
     X = rng.standard_normal((3, 6))
