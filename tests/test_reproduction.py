@@ -156,3 +156,70 @@ def test_expected_time_is_the_longest_first_schedule():
     assert reproduction._makespan([10, 7, 5, 4], 2) == 14.0   # 10 + 4 against 7 + 5
     assert reproduction._makespan([10, 7, 5, 4], 1) == 26.0
     assert reproduction._makespan([3], 4) == 3.0
+
+
+# A fresh 16 MiB block: a new mmap (glibc's first threshold is 128 KiB) unless the process keeps
+# freed memory, when it comes from the heap. mallinfo2 (glibc >= 2.33) counts the mmaps.
+WHERE_16MIB = '''
+import ctypes
+
+
+def where_16mib():
+    class Info(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks",
+                    "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                    "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = Info
+    libc.malloc.restype = ctypes.c_void_p
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(16 << 20)
+    grew = libc.mallinfo2().hblks - before
+    libc.free(ctypes.c_void_p(block))
+    return "mmap" if grew else "heap"
+'''
+
+
+def _glibc_with_mallinfo2():
+    import ctypes
+    import sys
+
+    try:
+        return sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "mallinfo2")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _glibc_with_mallinfo2(), reason="needs glibc >= 2.33")
+def test_script_runners_keep_freed_memory(tmp_path):
+    """A fresh process maps a 16 MiB block anew; after the run's malloc settings it comes from
+    the heap. Worker processes and a run in this process both make them."""
+    import subprocess
+    import sys
+
+    probe = WHERE_16MIB + "print(where_16mib(), end=' ')\n"
+    code = probe + ("from symscale.reproduction import _retain_freed_memory\n"
+                    "print(_retain_freed_memory(), end=' ')\n") + "print(where_16mib())\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["mmap", "True", "heap"]
+    script = WHERE_16MIB + ("\n\ndef run(section, quick):\n"
+                            "    section.text(f'the block comes from the {where_16mib()}')\n")
+    _write(tmp_path / "s", "00_probe.py", script)
+    _write(tmp_path / "s", "01_probe.py", script)
+    reproduce(tmp_path / "out", quick=True, derivations=tmp_path / "s", progress=False, jobs=2)
+    text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+    assert text.count("the block comes from the heap") == 2
+
+
+def test_keeping_freed_memory_is_skipped_without_mallopt(monkeypatch):
+    import ctypes
+
+    def no_library(*args, **kwargs):
+        raise OSError("no C library")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    assert reproduction._retain_freed_memory() is False
+    monkeypatch.setattr(reproduction.sys, "platform", "win32")
+    assert reproduction._retain_freed_memory() is False
