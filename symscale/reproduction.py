@@ -18,11 +18,11 @@ Its matrices are small, so a second thread mostly waits: on two cores the quick 
 same wall time with one thread and 11 % less CPU (94.6 against 105.8 s). The full run keeps the
 libraries' default.
 
-Memory: a run of the scripts lets glibc's ``malloc`` keep the memory that numpy frees
-(:func:`_retain_freed_memory`): by default every array above 128 KiB is a fresh ``mmap``, and
-on a virtual machine each first touch of a page is a fault (0.37 ms a MiB measured, 4 ms with
-transparent huge pages being compacted). The quick job's system time went from 4.1-5.1 s to
-1.7-2.3 s.
+Memory: a run of the scripts reuses the memory it frees (:func:`_retain_freed_memory`). By
+default glibc's ``malloc`` gives every array above 128 KiB a fresh ``mmap`` and numpy asks for
+transparent huge pages for those above 4 MiB; each first touch of a page is a fault, 0.37 ms a
+MiB on this project's virtual machine, and the first huge pages of a process waited 1.1 s for
+the kernel to compact memory.
 
 Processes: the cores a single-threaded quick run leaves idle run other scripts (``jobs``).
 Each script runs whole in one worker process, longest expected first, and returns the same
@@ -35,6 +35,7 @@ the same).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import sys
@@ -331,8 +332,11 @@ _MALLOC_SETTINGS = ((-3, 32 << 20), (-1, 256 << 20), (-2, 64 << 20))
 
 
 def _retain_freed_memory() -> bool:
-    """Let this process's ``malloc`` reuse freed memory instead of returning it to the system
-    (glibc on Linux; elsewhere nothing is done). True where every setting was taken.
+    """Let this process reuse the memory it frees instead of faulting in fresh pages (Linux):
+    ``malloc`` keeps freed blocks (:data:`_MALLOC_SETTINGS`, glibc), and numpy no longer asks
+    for transparent huge pages, whose first faults wait for the kernel to compact memory
+    (1.1 s of system time for the first two 32 MiB arrays of a process, measured, against
+    0.04 s in small pages). True where every setting was taken; elsewhere nothing is done.
 
     A process-wide setting, so only the runners of the scripts make it: :func:`reproduce` when
     it runs them itself, and its worker processes.
@@ -345,7 +349,16 @@ def _retain_freed_memory() -> bool:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
     except (OSError, AttributeError):
         return False
-    return all(mallopt(param, value) == 1 for param, value in _MALLOC_SETTINGS)
+    taken = all(mallopt(param, value) == 1 for param, value in _MALLOC_SETTINGS)
+    # numpy's switch (what NUMPY_MADVISE_HUGEPAGE=0 sets at import) is private: 2.x, then 1.x
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            switch = getattr(importlib.import_module(module), "_set_madvise_hugepage")
+        except (ImportError, AttributeError):
+            continue
+        switch(False)
+        return taken
+    return False
 
 
 def _worker_script(path: str, quick: bool, threads) -> dict:

@@ -178,6 +178,12 @@ def where_16mib():
     grew = libc.mallinfo2().hblks - before
     libc.free(ctypes.c_void_p(block))
     return "mmap" if grew else "heap"
+
+
+def huge_pages():
+    import numpy as np
+
+    return "huge pages" if np._core.multiarray._get_madvise_hugepage() else "small pages"
 '''
 
 
@@ -194,23 +200,27 @@ def _glibc_with_mallinfo2():
 @pytest.mark.skipif(not _glibc_with_mallinfo2(), reason="needs glibc >= 2.33")
 def test_script_runners_keep_freed_memory(tmp_path):
     """A fresh process maps a 16 MiB block anew; after the run's malloc settings it comes from
-    the heap. Worker processes and a run in this process both make them."""
+    the heap, and numpy asks for small pages. Worker processes make the settings too."""
+    import os
     import subprocess
     import sys
 
-    probe = WHERE_16MIB + "print(where_16mib(), end=' ')\n"
+    probe = WHERE_16MIB + "print(where_16mib(), huge_pages(), sep=',', end=',')\n"
     code = probe + ("from symscale.reproduction import _retain_freed_memory\n"
-                    "print(_retain_freed_memory(), end=' ')\n") + "print(where_16mib())\n"
+                    "print(_retain_freed_memory(), end=',')\n") + \
+        "print(where_16mib(), huge_pages(), sep=',')\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["mmap", "True", "heap"]
+                         check=True, env={**os.environ, "NUMPY_MADVISE_HUGEPAGE": "1"})
+    assert out.stdout.strip().split(",") == ["mmap", "huge pages", "True", "heap",
+                                             "small pages"]
     script = WHERE_16MIB + ("\n\ndef run(section, quick):\n"
-                            "    section.text(f'the block comes from the {where_16mib()}')\n")
+                            "    section.text(f'the block comes from the {where_16mib()} in "
+                            "{huge_pages()}')\n")
     _write(tmp_path / "s", "00_probe.py", script)
     _write(tmp_path / "s", "01_probe.py", script)
     reproduce(tmp_path / "out", quick=True, derivations=tmp_path / "s", progress=False, jobs=2)
     text = (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
-    assert text.count("the block comes from the heap") == 2
+    assert text.count("the block comes from the heap in small pages") == 2
 
 
 def test_keeping_freed_memory_is_skipped_without_mallopt(monkeypatch):
