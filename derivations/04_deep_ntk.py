@@ -319,8 +319,11 @@ def _feature_movement(section, quick):
     lr, steps = 0.3, 17
     mx, ag, mx_se, ag_se, lin_ag, gram = [], [], [], [], [], []
     for n in widths:
-        # one network alive at a time: at width 8192 each holds 1 GiB of weights
-        runs = [feature_movement(train_gd(NTKMLP.init(3, d_in=d, width=n, seed=s), X, Y, lr,
+        # one network alive at a time: at width 8192 each holds 1 GiB of weights; up to 2048
+        # the seed-0 network is kept for its linearization instead of drawn again
+        kept = NTKMLP.init(3, d_in=d, width=n, seed=0) if n <= 2048 else None
+        runs = [feature_movement(train_gd(kept if s == 0 and kept is not None else
+                                          NTKMLP.init(3, d_in=d, width=n, seed=s), X, Y, lr,
                                           steps, record_every=steps, X_eval=X_eval))
                 for s in seeds]
         mx.append(np.mean([r.max_neuron[-1] for r in runs]))
@@ -329,10 +332,10 @@ def _feature_movement(section, quick):
         mx_se.append(np.std([r.max_neuron[-1] for r in runs], ddof=1) / np.sqrt(len(runs)))
         ag_se.append(np.std([r.aggregate[-1] for r in runs], ddof=1) / np.sqrt(len(runs)))
         gram.append(np.mean([abs(r.inner[-1][0, -1] - r.inner[0][0, -1]) for r in runs]))
-        if n <= 2048:
-            lin = linearized_movement(NTKMLP.init(3, d_in=d, width=n, seed=0), X, Y, lr, steps,
-                                      X_eval, record_every=steps)
+        if kept is not None:
+            lin = linearized_movement(kept, X, Y, lr, steps, X_eval, record_every=steps)
             lin_ag.append(lin.aggregate[-1])
+        kept = None
     s_max = fit_loglog_slope(widths, mx)
     s_agg = fit_loglog_slope(widths, ag)
     rows = [[n, f"{m:.3f}", f"{m * np.sqrt(n):.2f}", f"{a:.3f}",
