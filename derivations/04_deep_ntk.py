@@ -41,6 +41,11 @@ _LIMIT = r"\frac{3}{4} I + \frac{1}{4} \mathbf{1}\mathbf{1}^\top"
 
 
 def run(section, quick: bool) -> None:
+    from symscale import fused
+
+    # seconds of deep-NTK recursions follow: with numba, compiled from the first layer (1 s
+    # less CPU than repaying the loading first); without it, nothing happens
+    fused.warm("small_angle_layer")
     section.step("depth limit")
     _depth_limit(section, quick)
     section.step("kernel convergence on data")

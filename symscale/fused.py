@@ -123,18 +123,28 @@ def charged():
         _STATE["spent"] += time.perf_counter() - t0
 
 
-def warm() -> bool:
-    """Load and compile every kernel now (a benchmark, or a long session, pays the cost up
-    front); returns :func:`available`.
+def warm(*names: str) -> bool:
+    """Load and compile the kernels ``names`` now (default: every kernel), so that they serve
+    from the first call: a benchmark, or a run known to spend seconds in the recursions
+    (derivation 04's early-stopping grids: 1 s less CPU), pays the loading up front instead
+    of first spending :data:`BREAK_EVEN` seconds in numpy. Returns whether they are loaded
+    (False without numba or inside :func:`disabled`).
 
     Examples
     --------
     >>> from symscale import fused
     >>> with fused.disabled():
-    ...     fused.warm()
+    ...     fused.warm("small_angle_layer")
     False
+    >>> fused.warm("arcsin_layer")
+    Traceback (most recent call last):
+    ...
+    ValueError: names must be among [...], got 'arcsin_layer'
     """
-    return available() and all(_compile(name) for name in _KERNELS)
+    for name in names:
+        if name not in _KERNELS:
+            raise ValueError(f"names must be among {sorted(_KERNELS)}, got {name!r}")
+    return available() and all(_compile(name) for name in names or _KERNELS)
 
 
 @contextlib.contextmanager

@@ -225,3 +225,17 @@ def test_map_blocks_in_a_forked_child_makes_its_own_pool(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_warm_loads_the_named_kernels_only(monkeypatch):
+    """A named warm-up serves that kernel from the first call (no BREAK_EVEN spent) and
+    loads no other; an unknown name is refused, naming it."""
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setitem(fused._STATE, "spent", 0.0)
+    assert fused.kernel("small_angle_layer") is None  # not yet repaid
+    assert fused.warm("small_angle_layer")
+    assert set(fused._COMPILED) == {"small_angle_layer"}
+    assert fused.kernel("small_angle_layer") is not None
+    assert fused.kernel("two_slope_layer") is None
+    with pytest.raises(ValueError, match="'arcsin_layer'"):
+        fused.warm("small_angle_layer", "arcsin_layer")
