@@ -240,3 +240,21 @@ def test_user_activation_end_to_end():
         assert abs(namespace["phi"](0.5) - float(act(np.array(0.5)))) < 1e-15
     finally:
         ss.unregister_activation("bump_e2e")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("s_plus, s_minus", [(1.3, 0.7), (1.0, 0.0), (-0.5, 2.0), (0.0, -1.0)])
+def test_two_slope_numpy_is_the_where_form_bit_for_bit(s_plus, s_minus, dtype):
+    """shaped_relu and leaky_relu take one product per entry: the same bits as
+    np.where(x > 0, s_plus * x, s_minus * x), signed zeros, infinities and NaN included, and
+    the input's float dtype."""
+    x = np.random.default_rng(0).standard_normal(1000).astype(dtype)
+    x[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-320]
+    for act, (a, b) in ((ss.activation("shaped_relu", s_plus=s_plus, s_minus=s_minus),
+                         (s_plus, s_minus)),
+                        (ss.activation("leaky_relu", alpha=s_minus), (1.0, s_minus))):
+        with np.errstate(invalid="ignore"):
+            got = act.numpy(x)
+            want = np.where(x > 0, a * x, b * x)
+        assert got.dtype == want.dtype == dtype
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
