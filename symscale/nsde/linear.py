@@ -505,7 +505,7 @@ def _band(counts, args) -> float:
                    for k, c in counts.items())
 
     w = 1.0
-    while log_modulus(w) > -45.0:
+    while w < 2.0**40 and log_modulus(w) > -45.0:  # bounded: a finer grid is refused anyway
         w *= 2.0
     return w
 
