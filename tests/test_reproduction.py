@@ -183,7 +183,8 @@ def where_16mib():
 def huge_pages():
     import numpy as np
 
-    return "huge pages" if np._core.multiarray._get_madvise_hugepage() else "small pages"
+    core = getattr(np, "_core", None) or np.core  # numpy 2, else 1.x
+    return "huge pages" if core.multiarray._get_madvise_hugepage() else "small pages"
 '''
 
 
