@@ -599,12 +599,20 @@ class _Engine:
                     f"nodes {a!r}, {b!r}: the dual kernel of {fa.label} failed at variances "
                     f"up to {float(max(np.max(q1), np.max(q2))):.3g} ({exc})") from exc
         C, sa, sb = self._pair_law(pa, pb)
+        # the same function on both sides (a diagonal moment): E[f(x) f(x')] is symmetric in
+        # the inputs, so only the pairs x <= x' are integrated
+        half = np.triu_indices(self.P) if fa == fb and pa == pb and (
+            ka is kb or (ka is not None and kb is not None and np.array_equal(ka, kb))) else None
 
         def func(z, idx):  # z: (nodes, D) for the input pair idx = (x, x')
-            return (_apply(fa, z[..., sa], None if ka is None else ka[:, idx[0]])
-                    * _apply(fb, z[..., sb], None if kb is None else kb[:, idx[1]]))
+            i, j = idx if half is None else (half[0][idx[0]], half[1][idx[0]])
+            return (_apply(fa, z[..., sa], None if ka is None else ka[:, i])
+                    * _apply(fb, z[..., sb], None if kb is None else kb[:, j]))
 
-        return self._joint(func, C, (a, b))
+        if half is None:
+            return self._joint(func, C, (a, b))
+        return tuple(None if v is None else _mirrored(v, half, self.P)
+                     for v in self._joint(func, C[half], (a, b)))
 
     def _joint(self, func, C, nodes):
         """joint_expectation, its warnings naming the program's nodes."""
@@ -693,6 +701,14 @@ def _memo_pair(cache, a, b, compute):
     if (b, a) in cache:
         return cache[(b, a)].T
     cache[(a, b)] = out = compute(a, b)
+    return out
+
+
+def _mirrored(values, half, P):
+    """The symmetric (P, P) matrix of ``values`` given on the pairs ``half`` (i <= j)."""
+    out = np.empty((P, P))
+    out[half] = values
+    out[half[1], half[0]] = values
     return out
 
 

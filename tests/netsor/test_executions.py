@@ -303,6 +303,34 @@ def _wide_inputs():
     return np.array([[0.0, -3.0, -4.0], [0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, -4.0, -4.0]])
 
 
+def test_a_diagonal_moment_integrates_each_pair_of_inputs_once(monkeypatch):
+    """E[f(x) f(x')] of one multi-argument node is symmetric in the inputs: the quadrature
+    sees the P(P+1)/2 pairs x <= x' only, and the kernel (mirrored) still equals tanh's dual
+    kernel times k(x) k(x')."""
+    X = _wide_inputs()
+    P = len(X)
+    p = Program()
+    g = p.embed()
+    h = p.nonlin("tanh(x0) * k0", g, kernels=[p.kernel(g)])
+    p.readout(h)
+    seen = []
+    joint = infinite_mod.joint_expectation
+
+    def spy(func, C, *args, **kwargs):
+        seen.append(C.shape[:-2])
+        return joint(func, C, *args, **kwargs)
+
+    monkeypatch.setattr(infinite_mod, "joint_expectation", spy)
+    K = run_infinite(p, X).kernels[h]
+    # the means are one stack of P laws; the pairs were a (P, P) stack, now P(P+1)/2 laws
+    assert (P * (P + 1) // 2,) in seen and all(len(shape) == 1 for shape in seen)
+    C = X @ X.T / 3
+    q = np.diag(C)
+    want = ss.dual_kernel_numeric("tanh", q[:, None], C, q[None, :]) * np.outer(q, q)
+    np.testing.assert_allclose(K, want, rtol=1e-9, atol=1e-12)
+    assert np.array_equal(K, K.T)
+
+
 def test_one_g_variable_passed_twice_is_one_argument():
     """tanh(x0) + x1 of one G-variable passed twice (a fresh-machine hypothesis run): the
     48 x 48 Gauss-Hermite kernel was 0.0098 off and not PSD (eigenvalue -7.4e-4); as the
